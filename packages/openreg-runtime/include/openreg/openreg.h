@@ -1,0 +1,496 @@
+/*
+ * openreg.h - the C API of the OpenReg simulated accelerator runtime.
+ *
+ * This is the interface a vendor runtime would offer (think cudaMalloc,
+ * cudaMemcpyAsync, cudaStreamCreate): devices, memory the host cannot touch,
+ * asynchronous streams, events and kernels. It deliberately knows nothing of
+ * PyTorch; torch-openreg binds it exactly as a vendor binds its own runtime.
+ *
+ * Conventions, declared once:
+ *  - Every function returns an orError_t; outputs come first in the argument
+ *    list and are written only on orSuccess.
+ *  - A failing call also records its code as this thread's last error
+ *    (orGetLastError, orPeekAtLastError) and a message naming what went wrong
+ *    (orGetLastErrorMessage).
+ *  - Sizes are in bytes, times in milliseconds unless the name says ns.
+ *  - A null orStream_t means the default stream of the calling thread's
+ *    current device.
+ *  - Every function is safe to call from any thread. Functions marked
+ *    "kernel only" may be called only from inside a running kernel.
+ *  - Destroy and free functions accept null and then do nothing.
+ */
+#ifndef OPENREG_OPENREG_H
+#define OPENREG_OPENREG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "openreg/version.h"
+
+#if defined(OPENREG_BUILDING_LIBRARY)
+#define OPENREG_API __attribute__((visibility("default")))
+#else
+#define OPENREG_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+// LITERALINCLUDE START: OR_ERROR_CODES
+typedef enum orError {
+  orSuccess = 0,
+  orErrorInvalidValue = 1,           /* an argument is out of range or null */
+  orErrorMemoryAllocation = 2,       /* out of device or host memory */
+  orErrorInitializationError = 3,    /* bad configuration, or used after fork */
+  orErrorInvalidDevice = 4,          /* no such device, or the wrong device */
+  orErrorInvalidDevicePointer = 5,   /* freed, never allocated, or interior */
+  orErrorInvalidMemcpyDirection = 6, /* the copy kind contradicts the pointers */
+  orErrorInvalidResourceHandle = 7,  /* unknown or destroyed stream or event */
+  orErrorNotReady = 8,               /* queried work has not completed yet */
+  orErrorIllegalAddress = 9,         /* a kernel reached outside an allocation */
+  orErrorLaunchFailure = 10,         /* a kernel reported failure */
+  orErrorNotPermitted = 11,          /* valid call, wrong context */
+  orErrorUnknown = 12
+} orError_t;
+// LITERALINCLUDE END: OR_ERROR_CODES
+
+/* ------------------------------------------------------------------------ */
+/* Handles and plain data                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Opaque handles. A handle stays distinguishable after it is destroyed:
+ * using it then returns orErrorInvalidResourceHandle, never a crash. */
+typedef struct orStream_st* orStream_t;
+typedef struct orEvent_st* orEvent_t;
+
+typedef enum orMemcpyKind {
+  orMemcpyHostToHost = 0,
+  orMemcpyHostToDevice = 1,
+  orMemcpyDeviceToHost = 2,
+  orMemcpyDeviceToDevice = 3,
+  orMemcpyDefault = 4 /* inferred from the pointers */
+} orMemcpyKind;
+
+typedef enum orMemoryType {
+  orMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
+  orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
+  orMemoryTypeDevice = 2        /* device memory from orMalloc */
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+  orMemoryType type;
+  int device;   /* the owning device, or -1 for host memory */
+  void* base;   /* start of the allocation holding the pointer, or NULL */
+  size_t size;  /* size of that allocation, or 0 */
+} orPointerAttributes;
+
+typedef struct orDeviceProp {
+  char name[256];
+  size_t totalGlobalMem; /* the device's capacity (OPENREG_DEVICE_MEMORY) */
+  int major;             /* compute capability */
+  int minor;
+  int multiProcessorCount;
+} orDeviceProp;
+
+/* Event flags, combined with |. */
+enum {
+  orEventDefault = 0x0,       /* timing enabled, host waits by spinning then blocking */
+  orEventBlockingSync = 0x1,  /* host waits block at once, never spin */
+  orEventDisableTiming = 0x2  /* orEventElapsedTime refuses this event */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Errors and version                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Returns the static text describing a status code.
+ * Unknown codes give "unrecognized error code". The result is never NULL
+ * and lives for the whole process.
+ * Related: orGetLastErrorMessage. */
+OPENREG_API const char* orGetErrorString(orError_t error);
+
+/* Returns the short name of a status code ("orErrorInvalidValue").
+ * Never NULL; lives for the whole process. Related: orGetErrorString. */
+OPENREG_API const char* orGetErrorName(orError_t error);
+
+/* Returns this thread's last error and resets it to orSuccess.
+ * The device's sticky error (see orLaunchKernel) is not reset by this.
+ * Related: orPeekAtLastError, orGetLastErrorMessage. */
+OPENREG_API orError_t orGetLastError(void);
+
+/* Returns this thread's last error without resetting it.
+ * Related: orGetLastError. */
+OPENREG_API orError_t orPeekAtLastError(void);
+
+/* Returns the message of this thread's most recent failing call, naming the
+ * argument, device or kernel involved; "" if no call has failed.
+ * Ownership: the runtime's; valid until this thread's next runtime call.
+ * Related: orGetLastError. */
+OPENREG_API const char* orGetLastErrorMessage(void);
+
+/* Writes the runtime's version, OPENREG_VERSION_MAJOR * 10000 +
+ * OPENREG_VERSION_MINOR * 100 + OPENREG_VERSION_PATCH, of the library
+ * actually loaded (which may differ from the header compiled against).
+ *   version  out
+ * Returns orSuccess, orErrorInvalidValue (version is NULL). */
+OPENREG_API orError_t orRuntimeGetVersion(int* version);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Writes the number of devices: OPENREG_DEVICE_COUNT, default 2.
+ *   count  out
+ * Returns orSuccess, orErrorInvalidValue (count is NULL),
+ * orErrorInitializationError (bad OPENREG_DEVICE_COUNT or
+ * OPENREG_DEVICE_MEMORY, or called in a child forked after initialisation).
+ * Related: orGetDeviceProperties. */
+OPENREG_API orError_t orGetDeviceCount(int* count);
+
+/* Makes device the calling thread's current device. Other threads are not
+ * affected; a new thread starts on device 0.
+ *   device  in
+ * Returns orSuccess, orErrorInvalidDevice (not in [0, count)).
+ * Related: orGetDevice. */
+OPENREG_API orError_t orSetDevice(int device);
+
+/* Writes the calling thread's current device. Inside a kernel this is the
+ * device of the stream running it.
+ *   device  out
+ * Returns orSuccess, orErrorInvalidValue (device is NULL).
+ * Related: orSetDevice. */
+OPENREG_API orError_t orGetDevice(int* device);
+
+/* Writes the properties of a device.
+ *   prop    out
+ *   device  in
+ * Returns orSuccess, orErrorInvalidValue (prop is NULL),
+ * orErrorInvalidDevice. Related: orMemGetInfo. */
+OPENREG_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
+
+/* Blocks until all work queued on every stream of the current device has
+ * finished.
+ * Returns orSuccess, or the device's sticky error (orErrorLaunchFailure,
+ * orErrorIllegalAddress) if a kernel failed. Related: orStreamSynchronize. */
+OPENREG_API orError_t orDeviceSynchronize(void);
+
+/* Waits for the current device's queued work, then clears its sticky error
+ * so the device can be used again. Unlike a hardware reset, allocations,
+ * streams and events survive: a test process can go on after a kernel fault.
+ * Returns orSuccess. Related: orDeviceSynchronize. */
+OPENREG_API orError_t orDeviceReset(void);
+
+/* Writes the range of stream priorities. Lower numbers are higher priority,
+ * as on CUDA: least is 0, greatest is -1. Priorities are recorded and
+ * reported; every stream has its own worker, so none waits for another.
+ *   leastPriority     out, may be NULL
+ *   greatestPriority  out, may be NULL
+ * Returns orSuccess. Related: orStreamCreateWithPriority. */
+OPENREG_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority,
+                                                     int* greatestPriority);
+
+/* Writes the handle of a device's default stream. The handle is never
+ * destroyed; passing it to orStreamDestroy returns
+ * orErrorInvalidResourceHandle.
+ *   stream  out
+ *   device  in
+ * Returns orSuccess, orErrorInvalidValue (stream is NULL),
+ * orErrorInvalidDevice. Related: orStreamCreate. */
+OPENREG_API orError_t orDeviceGetDefaultStream(orStream_t* stream, int device);
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Allocates size bytes on the current device, aligned to 512 bytes.
+ * The pointer lies in the device's reserved address range: host code that
+ * dereferences it faults (see Note [Device memory is never host-mapped] in
+ * src/memory.cpp). size 0 writes NULL and succeeds. The bytes are
+ * not initialised.
+ *   devPtr  out
+ *   size    in
+ * Returns orSuccess, orErrorInvalidValue (devPtr is NULL),
+ * orErrorMemoryAllocation (the device's capacity cannot hold size bytes;
+ * nothing else changes). Related: orFree, orMemGetInfo. */
+OPENREG_API orError_t orMalloc(void** devPtr, size_t size);
+
+/* Frees memory from orMalloc, after waiting for all work queued on its
+ * device (as cudaFree does), and returns its pages to the operating system.
+ *   devPtr  in, may be NULL
+ * Returns orSuccess, orErrorInvalidDevicePointer (freed already, never
+ * allocated, or not the start of an allocation), orErrorInvalidValue (not a
+ * device pointer). Related: orMalloc. */
+OPENREG_API orError_t orFree(void* devPtr);
+
+/* Allocates size bytes of pinned host memory: ordinary host memory that the
+ * runtime knows, so copies from and to it can run asynchronously. size 0
+ * writes NULL and succeeds.
+ *   hostPtr  out
+ *   size     in
+ * Returns orSuccess, orErrorInvalidValue, orErrorMemoryAllocation.
+ * Related: orFreeHost, orMemcpyAsync. */
+OPENREG_API orError_t orMallocHost(void** hostPtr, size_t size);
+
+/* Frees memory from orMallocHost after waiting for all queued work on every
+ * device, since any of it may still read the buffer.
+ *   hostPtr  in, may be NULL
+ * Returns orSuccess, orErrorInvalidValue (not pinned memory from
+ * orMallocHost, or freed already). Related: orMallocHost. */
+OPENREG_API orError_t orFreeHost(void* hostPtr);
+
+/* Copies count bytes and returns when the copy is done. It first waits for
+ * all work queued on the devices involved, so it sees their results.
+ * count 0 succeeds at once.
+ *   dst, src  in: host or device pointers, as kind says
+ *   count     in
+ *   kind      in: orMemcpyDefault infers the direction from the pointers
+ * Returns orSuccess, orErrorInvalidValue (null pointer, unknown kind, range
+ * overruns its allocation), orErrorInvalidDevicePointer (freed memory),
+ * orErrorInvalidMemcpyDirection (kind contradicts the pointers), or a
+ * device's sticky error. Related: orMemcpyAsync. */
+OPENREG_API orError_t orMemcpy(void* dst, const void* src, size_t count,
+                               orMemcpyKind kind);
+
+/* Queues a copy of count bytes on stream. The call returns at once when the
+ * host side is pinned (orMallocHost) or there is no host side; with
+ * pageable host memory it returns only when the copy is done, as CUDA does.
+ * Arguments are checked when the copy is queued.
+ *   dst, src  in
+ *   count     in
+ *   kind      in
+ *   stream    in, NULL for the current device's default stream
+ * Returns as orMemcpy, plus orErrorInvalidResourceHandle.
+ * Related: orMemcpy, orStreamSynchronize. */
+OPENREG_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count,
+                                    orMemcpyKind kind, orStream_t stream);
+
+/* Sets count bytes of device memory to the byte value, then returns; waits
+ * for the device's queued work first.
+ *   devPtr  in
+ *   value   in: only the low 8 bits are used
+ *   count   in
+ * Returns orSuccess, orErrorInvalidValue (not device memory, range
+ * overruns), orErrorInvalidDevicePointer, or the sticky error.
+ * Related: orMemsetAsync. */
+OPENREG_API orError_t orMemset(void* devPtr, int value, size_t count);
+
+/* Queues a memset of device memory on stream and returns at once.
+ * Returns as orMemset, plus orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orMemsetAsync(void* devPtr, int value, size_t count,
+                                    orStream_t stream);
+
+/* Describes the allocation a pointer lies in; interior pointers resolve to
+ * their allocation. A pointer the runtime does not know (pageable memory,
+ * freed memory) is orMemoryTypeUnregistered with device -1, not an error.
+ *   attributes  out
+ *   ptr         in
+ * Returns orSuccess, orErrorInvalidValue (attributes is NULL). */
+OPENREG_API orError_t orPointerGetAttributes(orPointerAttributes* attributes,
+                                             const void* ptr);
+
+/* Writes the current device's free and total bytes. free is the capacity
+ * minus the bytes held by live allocations.
+ *   free, total  out, either may be NULL
+ * Returns orSuccess. Related: orMalloc. */
+OPENREG_API orError_t orMemGetInfo(size_t* free, size_t* total);
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Creates a stream on the current device with priority 0. Work queued on a
+ * stream runs in order, on a worker of its own; queueing returns at once.
+ * With OPENREG_LAUNCH_BLOCKING=1 every queueing call also waits for its work.
+ *   stream  out
+ * Returns orSuccess, orErrorInvalidValue. Related: orStreamDestroy. */
+OPENREG_API orError_t orStreamCreate(orStream_t* stream);
+
+/* As orStreamCreate, with a priority clamped to
+ * orDeviceGetStreamPriorityRange.
+ *   stream    out
+ *   priority  in
+ * Returns orSuccess, orErrorInvalidValue. */
+OPENREG_API orError_t orStreamCreateWithPriority(orStream_t* stream,
+                                                 int priority);
+
+/* Destroys a stream after its queued work has finished. Using the handle
+ * afterwards returns orErrorInvalidResourceHandle.
+ *   stream  in, may be NULL
+ * Returns orSuccess, orErrorInvalidResourceHandle (unknown, destroyed, or a
+ * default stream). */
+OPENREG_API orError_t orStreamDestroy(orStream_t stream);
+
+/* Reports whether all work queued on stream has finished.
+ * Returns orSuccess (finished), orErrorNotReady, orErrorInvalidResourceHandle,
+ * or the device's sticky error. */
+OPENREG_API orError_t orStreamQuery(orStream_t stream);
+
+/* Blocks until all work queued on stream has finished.
+ * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error. */
+OPENREG_API orError_t orStreamSynchronize(orStream_t stream);
+
+/* Makes all work queued on stream after this call wait until the work
+ * captured by event's most recent orEventRecord has finished. The host does
+ * not wait. An event never recorded imposes no wait. The event and stream
+ * may belong to different devices.
+ * Returns orSuccess, orErrorInvalidResourceHandle. Related: orEventRecord. */
+OPENREG_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event);
+
+/* Writes a stream's priority.
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
+
+/* Writes the device a stream belongs to.
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orStreamGetDevice(orStream_t stream, int* device);
+
+/* Writes a stream's process-unique id (never reused; default streams have
+ * ids 1 .. device count, in device order). Used by tracing records.
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orStreamGetId(orStream_t stream, uint64_t* id);
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Creates an event on the current device, with timing enabled.
+ * Returns orSuccess, orErrorInvalidValue. Related: orEventCreateWithFlags. */
+OPENREG_API orError_t orEventCreate(orEvent_t* event);
+
+/* Creates an event on the current device with orEvent* flags.
+ * Returns orSuccess, orErrorInvalidValue (NULL event, unknown flag bits). */
+OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
+                                             unsigned int flags);
+
+/* Captures the work queued on stream so far: the event completes when that
+ * work has finished. Recording again replaces the capture.
+ *   event   in
+ *   stream  in: must belong to the event's device
+ * Returns orSuccess, orErrorInvalidResourceHandle, orErrorInvalidDevice
+ * (stream of another device). */
+OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
+
+/* Reports whether the captured work has finished. An event never recorded
+ * has finished.
+ * Returns orSuccess, orErrorNotReady, orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orEventQuery(orEvent_t event);
+
+/* Blocks until the captured work has finished.
+ * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error. */
+OPENREG_API orError_t orEventSynchronize(orEvent_t event);
+
+/* Writes the time in milliseconds between two completed records.
+ *   ms          out
+ *   start, end  in: recorded, completed, timing enabled
+ * Returns orSuccess, orErrorInvalidValue (ms is NULL), orErrorNotReady
+ * (either has not completed), orErrorInvalidResourceHandle (unknown,
+ * destroyed, never recorded, or created with orEventDisableTiming). */
+OPENREG_API orError_t orEventElapsedTime(float* ms, orEvent_t start,
+                                         orEvent_t end);
+
+/* Destroys an event. Work already waiting on it still waits for its capture.
+ * Returns orSuccess, orErrorInvalidResourceHandle. */
+OPENREG_API orError_t orEventDestroy(orEvent_t event);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A kernel: a host function run by a stream's worker. It reaches device
+ * memory only through orKernelTranslatePointer, and reports failure by
+ * returning a code other than orSuccess. */
+typedef orError_t (*orKernelFunc_t)(void* userData);
+
+/* Queues func(userData) on stream and returns at once. name labels errors
+ * and trace records (copied; may be NULL). userData is the caller's and
+ * must stay valid until the kernel has run.
+ *
+ * A kernel that fails (returns non-success, or translates an address outside
+ * every allocation) leaves a sticky error on its device: later work on the
+ * device is skipped, and every synchronising call on the device, and every
+ * launch onto it, returns the error with a message naming the kernel, until
+ * orDeviceReset.
+ * Returns orSuccess, orErrorInvalidValue (func is NULL),
+ * orErrorInvalidResourceHandle, or the sticky error.
+ * Related: orLaunchKernelWithRelease, openreg::launch in openreg.hpp. */
+OPENREG_API orError_t orLaunchKernel(orStream_t stream, orKernelFunc_t func,
+                                     void* userData, const char* name);
+
+/* As orLaunchKernel, but the runtime owns userData: release(userData) is
+ * called exactly once, after the kernel ran or was skipped, or before this
+ * function returns an error.
+ *   release  in, may be NULL */
+OPENREG_API orError_t orLaunchKernelWithRelease(orStream_t stream,
+                                                orKernelFunc_t func,
+                                                void (*release)(void*),
+                                                void* userData,
+                                                const char* name);
+
+/* Kernel only. Writes the host alias of count bytes of device memory at
+ * devPtr: the address where those bytes can be read and written while the
+ * kernel runs. A failure also marks the running kernel failed with
+ * orErrorIllegalAddress, as a memory fault on hardware would.
+ *   hostPtr  out
+ *   devPtr   in
+ *   count    in: the range must lie inside one live allocation
+ * Returns orSuccess, orErrorIllegalAddress, orErrorNotPermitted (not inside
+ * a kernel), orErrorInvalidValue (hostPtr is NULL). */
+OPENREG_API orError_t orKernelTranslatePointer(void** hostPtr,
+                                               const void* devPtr,
+                                               size_t count);
+
+/* Kernel only. Attaches a message to the failure the running kernel is about
+ * to return, as a device-side assertion would print one (copied).
+ * Returns orSuccess, orErrorNotPermitted (not inside a kernel). */
+OPENREG_API orError_t orKernelSetErrorMessage(const char* message);
+
+/* ------------------------------------------------------------------------ */
+/* Tracing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum orActivityKind {
+  orActivityKindKernel = 0,      /* a kernel running on a stream */
+  orActivityKindMemcpy = 1,      /* a copy running on a stream */
+  orActivityKindMemset = 2,      /* a memset running on a stream */
+  orActivityKindLaunch = 3,      /* the host call that queued one of the above */
+  orActivityKindSynchronize = 4  /* the host blocked in a synchronising call */
+} orActivityKind;
+
+typedef struct orActivity {
+  orActivityKind kind;
+  char name[64];          /* kernel name, "memcpyHtoD", ...; truncated */
+  int device;
+  uint64_t stream;        /* orStreamGetId of the stream, 0 if none */
+  uint64_t startNs;       /* orTraceGetTimestamp clock */
+  uint64_t endNs;
+  uint64_t correlationId; /* shared by a Launch record and its device record */
+} orActivity;
+
+/* Switches recording of activity records on (non-zero) or off. Records
+ * already taken stay until drained.
+ * Returns orSuccess. */
+OPENREG_API orError_t orTraceEnable(int enable);
+
+/* Moves up to capacity records, oldest first, into records, and writes how
+ * many were moved. A record appears once its activity has ended.
+ *   records   out, may be NULL when capacity is 0
+ *   capacity  in
+ *   count     out
+ * Returns orSuccess, orErrorInvalidValue. */
+OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
+                                   size_t* count);
+
+/* Writes the tracing clock: a monotonic time in nanoseconds.
+ * Returns orSuccess, orErrorInvalidValue. */
+OPENREG_API orError_t orTraceGetTimestamp(uint64_t* ns);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_OPENREG_H */

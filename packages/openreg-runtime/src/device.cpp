@@ -1,0 +1,237 @@
+// device.cpp - runtime start-up (configuration from the environment), the
+// device table, the per-thread current device, sticky errors and device-wide
+// synchronisation.
+//
+// Not here: memory (memory.cpp) or streams (stream.cpp); this file only
+// creates each device's memory mapping and default stream.
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime.h"
+
+namespace openreg::rt {
+
+namespace {
+
+constexpr int kDefaultDeviceCount = 2;
+constexpr size_t kDefaultDeviceMemory = size_t{4} << 30;  // 4 GiB, reserved lazily
+constexpr int kMaxDeviceCount = 64;
+
+thread_local int threadDevice = 0;
+std::atomic<bool> forkedChild{false};
+std::atomic<bool> initialised{false};
+
+// Parses "512MiB", "4GiB", "1G", "1000000" (bytes), "2GB" (decimal).
+bool parseSize(const char* text, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text, &end);
+  if (end == text || errno != 0 || value <= 0) return false;
+  std::string unit(end);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, double> units[] = {
+      {"", 1},          {"b", 1},          {"k", 1024.0},     {"kib", 1024.0},
+      {"kb", 1e3},      {"m", 1048576.0},  {"mib", 1048576.0}, {"mb", 1e6},
+      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+  for (auto& [name, scale] : units) {
+    if (unit == name) {
+      *out = static_cast<size_t>(value * scale);
+      return *out > 0;
+    }
+  }
+  return false;
+}
+
+void onForkChild() {
+  if (initialised.load()) forkedChild.store(true);
+}
+
+Runtime* start() {
+  auto* rt = new Runtime();  // never destroyed: workers may outlive main()
+  int count = kDefaultDeviceCount;
+  if (const char* text = std::getenv("OPENREG_DEVICE_COUNT")) {
+    char* end = nullptr;
+    long parsed = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || parsed < 1 || parsed > kMaxDeviceCount) {
+      rt->initError = orErrorInitializationError;
+      rt->initMessage = format("OPENREG_DEVICE_COUNT=%s is not a whole number from 1 to %d",
+                               text, kMaxDeviceCount);
+      return rt;
+    }
+    count = static_cast<int>(parsed);
+  }
+  size_t capacity = kDefaultDeviceMemory;
+  if (const char* text = std::getenv("OPENREG_DEVICE_MEMORY")) {
+    if (!parseSize(text, &capacity)) {
+      rt->initError = orErrorInitializationError;
+      rt->initMessage = format("OPENREG_DEVICE_MEMORY=%s is not a size such as 512MiB or 4GiB",
+                               text);
+      return rt;
+    }
+  }
+  capacity = (capacity + platformPageSize() - 1) / platformPageSize() * platformPageSize();
+  if (const char* text = std::getenv("OPENREG_LAUNCH_BLOCKING")) {
+    rt->launchBlocking = std::strcmp(text, "1") == 0;
+  }
+  std::vector<DeviceMapping> mappings;
+  for (int index = 0; index < count; ++index) {
+    DeviceMapping mapping;
+    std::string error;
+    if (!platformMapDevice(index, capacity, &mapping, &error)) {
+      rt->initError = orErrorInitializationError;
+      rt->initMessage = "cannot create openreg device memory: " + error;
+      rt->devices.clear();
+      return rt;
+    }
+    mappings.push_back(mapping);
+    rt->devices.push_back(std::make_unique<Device>(index, mapping));
+  }
+  // Default streams take ids 1..count, in device order (orStreamGetId).
+  for (auto& device : rt->devices) device->defaultStream = createStream(*device, 0);
+  platformInstallFaultHandler(mappings);
+  platformOnFork(onForkChild);
+  initialised.store(true);
+  return rt;
+}
+
+}  // namespace
+
+Runtime& runtime() {
+  static Runtime* rt = start();
+  return *rt;
+}
+
+orError_t ensureInit() {
+  Runtime& rt = runtime();
+  if (rt.initError != orSuccess) return fail(rt.initError, rt.initMessage);
+  if (forkedChild.load()) {
+    return fail(orErrorInitializationError,
+                "openreg was initialised in the parent process and cannot be used "
+                "in a forked child; to use openreg with multiprocessing, use the "
+                "'spawn' start method");
+  }
+  return orSuccess;
+}
+
+orError_t checkDevice(int index) {
+  int count = static_cast<int>(runtime().devices.size());
+  if (index >= 0 && index < count) return orSuccess;
+  return fail(orErrorInvalidDevice,
+              format("invalid openreg device index %d: there are %d devices (0 to %d); "
+                     "set OPENREG_DEVICE_COUNT for more", index, count, count - 1));
+}
+
+int currentDevice() { return threadDevice; }
+void setCurrentDevice(int device) { threadDevice = device; }
+
+void Device::setSticky(orError_t code, std::string message) {
+  std::lock_guard<std::mutex> lock(stickyMutex_);
+  if (stickyCode_.load() != orSuccess) return;  // the first failure wins
+  stickyMessage_ = std::move(message);
+  stickyCode_.store(code);
+}
+
+orError_t Device::checkSticky() const {
+  orError_t code = sticky();
+  if (code == orSuccess) return orSuccess;
+  std::lock_guard<std::mutex> lock(stickyMutex_);
+  return fail(code, stickyMessage_ + " (sticky: call orDeviceReset to use the device again)");
+}
+
+void Device::clearSticky() {
+  std::lock_guard<std::mutex> lock(stickyMutex_);
+  stickyCode_.store(orSuccess);
+  stickyMessage_.clear();
+}
+
+orError_t Device::synchronize() {
+  for (auto& stream : streamsOf(index)) stream->synchronize();
+  return checkSticky();
+}
+
+}  // namespace openreg::rt
+
+using namespace openreg::rt;
+
+extern "C" {
+
+orError_t orGetDeviceCount(int* count) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (count == nullptr) return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
+  *count = static_cast<int>(runtime().devices.size());
+  return orSuccess;
+}
+
+orError_t orSetDevice(int device) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if ((status = checkDevice(device)) != orSuccess) return status;
+  setCurrentDevice(device);
+  return orSuccess;
+}
+
+orError_t orGetDevice(int* device) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (device == nullptr) return fail(orErrorInvalidValue, "orGetDevice: device is NULL");
+  *device = currentDevice();
+  return orSuccess;
+}
+
+orError_t orGetDeviceProperties(orDeviceProp* prop, int device) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (prop == nullptr) return fail(orErrorInvalidValue, "orGetDeviceProperties: prop is NULL");
+  if ((status = checkDevice(device)) != orSuccess) return status;
+  std::memset(prop, 0, sizeof(*prop));
+  std::snprintf(prop->name, sizeof(prop->name), "OpenReg Simulated Device");
+  prop->totalGlobalMem = runtime().devices[device]->memory.capacity();
+  prop->major = 1;
+  prop->minor = 0;
+  unsigned cores = std::thread::hardware_concurrency();
+  prop->multiProcessorCount = cores == 0 ? 1 : static_cast<int>(cores);
+  return orSuccess;
+}
+
+orError_t orDeviceSynchronize(void) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  Device& device = *runtime().devices[currentDevice()];
+  uint64_t start = tracing() ? nowNs() : 0;
+  status = device.synchronize();
+  if (start != 0) {
+    traceRecord(orActivityKindSynchronize, "orDeviceSynchronize", device.index, 0, start,
+                nowNs(), 0);
+  }
+  return status;
+}
+
+orError_t orDeviceReset(void) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  Device& device = *runtime().devices[currentDevice()];
+  device.synchronize();  // queued work is skipped while the error stands
+  device.clearSticky();
+  return orSuccess;
+}
+
+orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  if (leastPriority != nullptr) *leastPriority = 0;
+  if (greatestPriority != nullptr) *greatestPriority = -1;
+  return orSuccess;
+}
+
+orError_t orDeviceGetDefaultStream(orStream_t* stream, int device) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (stream == nullptr) return fail(orErrorInvalidValue, "orDeviceGetDefaultStream: stream is NULL");
+  if ((status = checkDevice(device)) != orSuccess) return status;
+  *stream = toHandle(runtime().devices[device]->defaultStream->id);
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,88 @@
+// errors.cpp - status codes as text, and the per-thread last error.
+//
+// A failing call records its code and a message naming what went wrong;
+// orGetLastError reads and resets the code, orPeekAtLastError only reads it.
+#include <cstdarg>
+#include <cstdio>
+
+#include "runtime.h"
+
+namespace openreg::rt {
+namespace {
+
+thread_local orError_t lastError = orSuccess;
+thread_local std::string lastMessage;
+
+struct CodeText {
+  const char* name;
+  const char* text;
+};
+
+CodeText describe(orError_t error) {
+  switch (error) {
+    case orSuccess: return {"orSuccess", "no error"};
+    case orErrorInvalidValue: return {"orErrorInvalidValue", "invalid argument"};
+    case orErrorMemoryAllocation: return {"orErrorMemoryAllocation", "out of memory"};
+    case orErrorInitializationError:
+      return {"orErrorInitializationError", "initialization error"};
+    case orErrorInvalidDevice: return {"orErrorInvalidDevice", "invalid device ordinal"};
+    case orErrorInvalidDevicePointer:
+      return {"orErrorInvalidDevicePointer", "invalid device pointer"};
+    case orErrorInvalidMemcpyDirection:
+      return {"orErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"};
+    case orErrorInvalidResourceHandle:
+      return {"orErrorInvalidResourceHandle", "invalid resource handle"};
+    case orErrorNotReady: return {"orErrorNotReady", "device not ready"};
+    case orErrorIllegalAddress:
+      return {"orErrorIllegalAddress", "an illegal memory access was encountered"};
+    case orErrorLaunchFailure: return {"orErrorLaunchFailure", "kernel failed"};
+    case orErrorNotPermitted: return {"orErrorNotPermitted", "operation not permitted"};
+    case orErrorUnknown: return {"orErrorUnknown", "unknown error"};
+  }
+  return {"orErrorUnrecognized", "unrecognized error code"};
+}
+
+}  // namespace
+
+orError_t fail(orError_t code, std::string message) {
+  lastError = code;
+  lastMessage = std::move(message);
+  return code;
+}
+
+std::string format(const char* fmt, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(buffer, sizeof(buffer), fmt, args);
+  va_end(args);
+  return buffer;
+}
+
+}  // namespace openreg::rt
+
+using namespace openreg::rt;
+
+extern "C" {
+
+const char* orGetErrorString(orError_t error) { return describe(error).text; }
+
+const char* orGetErrorName(orError_t error) { return describe(error).name; }
+
+orError_t orGetLastError(void) {
+  orError_t error = lastError;
+  lastError = orSuccess;
+  return error;
+}
+
+orError_t orPeekAtLastError(void) { return lastError; }
+
+const char* orGetLastErrorMessage(void) { return lastMessage.c_str(); }
+
+orError_t orRuntimeGetVersion(int* version) {
+  if (version == nullptr) return fail(orErrorInvalidValue, "orRuntimeGetVersion: version is NULL");
+  *version = OPENREG_VERSION;
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,107 @@
+// kernel.cpp - launching kernels and what a running kernel may do: translate
+// device pointers to their host alias, and report failure.
+//
+// A kernel is an ordinary host function run by a stream's worker. The only
+// way it reaches device memory is orKernelTranslatePointer, which checks the
+// range against live allocations, so a kernel bug surfaces as an illegal
+// address error naming the kernel rather than as silent corruption.
+#include "runtime.h"
+
+namespace openreg::rt {
+namespace {
+
+// What the runtime knows about the kernel running on this thread.
+struct KernelContext {
+  const Stream* stream = nullptr;
+  orError_t failure = orSuccess;  // set by a failed translation
+  std::string message;
+};
+thread_local KernelContext* running = nullptr;
+
+}  // namespace
+
+const Stream* runningStream() { return running == nullptr ? nullptr : running->stream; }
+
+void runKernel(Stream& stream, Op& op) {
+  KernelContext context;
+  context.stream = &stream;
+  running = &context;
+  orError_t result = op.func(op.userData);
+  running = nullptr;
+  if (op.release != nullptr) op.release(op.userData);
+  if (context.failure != orSuccess) result = context.failure;
+  if (result == orSuccess) return;
+  std::string detail = context.message.empty() ? orGetErrorString(result) : context.message;
+  stream.device.setSticky(
+      result, format("kernel '%s' failed on openreg device %d (stream %llu): %s",
+                     op.name.c_str(), stream.device.index,
+                     static_cast<unsigned long long>(stream.id), detail.c_str()));
+}
+
+}  // namespace openreg::rt
+
+using namespace openreg::rt;
+
+extern "C" {
+
+orError_t orLaunchKernelWithRelease(orStream_t handle, orKernelFunc_t func,
+                                    void (*release)(void*), void* userData,
+                                    const char* name) {
+  auto refuse = [&](orError_t status) {
+    if (release != nullptr) release(userData);
+    return status;
+  };
+  orError_t status = ensureInit();
+  if (status != orSuccess) return refuse(status);
+  if (func == nullptr) return refuse(fail(orErrorInvalidValue, "orLaunchKernel: func is NULL"));
+  std::shared_ptr<Stream> stream;
+  if ((status = findStream(handle, &stream)) != orSuccess) return refuse(status);
+  Op op;
+  op.kind = Op::Kind::Kernel;
+  op.func = func;
+  op.release = release;
+  op.userData = userData;
+  op.name = name != nullptr ? name : "<unnamed kernel>";
+  return submit(*stream, std::move(op));  // submit releases on refusal
+}
+
+orError_t orLaunchKernel(orStream_t stream, orKernelFunc_t func, void* userData,
+                         const char* name) {
+  return orLaunchKernelWithRelease(stream, func, nullptr, userData, name);
+}
+
+orError_t orKernelTranslatePointer(void** hostPtr, const void* devPtr, size_t count) {
+  if (running == nullptr) {
+    return fail(orErrorNotPermitted,
+                "orKernelTranslatePointer may only be called from inside a running "
+                "kernel; from the host, copy device memory with orMemcpy");
+  }
+  if (hostPtr == nullptr) return fail(orErrorInvalidValue, "orKernelTranslatePointer: hostPtr is NULL");
+  Location where = locate(devPtr);
+  char* alias = nullptr;
+  if (where.inDeviceRange) {
+    alias = runtime().devices[where.device]->memory.translate(devPtr, count);
+  }
+  if (alias == nullptr) {
+    std::string message =
+        format("illegal address: %zu bytes at %p are not inside one live allocation "
+               "of an openreg device", count, devPtr);
+    if (running->failure == orSuccess) {
+      running->failure = orErrorIllegalAddress;
+      running->message = message;
+    }
+    return fail(orErrorIllegalAddress, message);
+  }
+  *hostPtr = alias;
+  return orSuccess;
+}
+
+orError_t orKernelSetErrorMessage(const char* message) {
+  if (running == nullptr) {
+    return fail(orErrorNotPermitted, "orKernelSetErrorMessage: not inside a running kernel");
+  }
+  if (running->message.empty()) running->message = message != nullptr ? message : "";
+  return orSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,262 @@
+// runtime.h - internal declarations shared by libopenreg's source files.
+//
+// Not part of the installed API: openreg.h is. Each concept here has its own
+// source file (errors, device, memory, stream, event, kernel, trace,
+// platform_linux); this header only lets them see each other.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "openreg/openreg.h"
+
+namespace openreg::rt {
+
+// ---------------------------------------------------------------- errors.cpp
+
+// Records code and message as this thread's last error and returns code.
+orError_t fail(orError_t code, std::string message);
+// printf-style formatting for error messages.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ------------------------------------------------------- platform_linux.cpp
+// Everything OS-specific lives in platform_linux.cpp, so a port to another OS
+// replaces that one file.
+
+// A device's two views of the same pages; see Note [Device memory is never
+// host-mapped] in memory.cpp.
+struct DeviceMapping {
+  char* device = nullptr;  // reserved, no access: what orMalloc hands out
+  char* host = nullptr;    // read-write alias used by copies and kernels
+  size_t size = 0;
+  int fd = -1;
+};
+bool platformMapDevice(int device, size_t size, DeviceMapping* out,
+                       std::string* error);
+// Gives the pages of [offset, offset + length) back to the OS; both multiples
+// of platformPageSize().
+void platformReleasePages(const DeviceMapping& mapping, size_t offset,
+                          size_t length);
+size_t platformPageSize();
+// Installs the SIGSEGV/SIGBUS handler that names the device and offset of a
+// host access to device memory. Call after every device is mapped.
+void platformInstallFaultHandler(const std::vector<DeviceMapping>& devices);
+void* platformAllocateHost(size_t size);
+void platformFreeHost(void* ptr, size_t size);
+// Calls child() in the child process after fork().
+void platformOnFork(void (*child)());
+
+// ---------------------------------------------------------------- memory.cpp
+
+// The device's raw allocator: a best-fit free list over the device's
+// reserved range. This is the runtime layer; caching belongs to the layers
+// above (torch-openreg's DeviceAllocator).
+class DeviceMemory {
+ public:
+  static constexpr size_t kAlignment = 512;
+
+  DeviceMemory(int device, DeviceMapping mapping);
+  orError_t allocate(size_t size, void** out);
+  orError_t release(void* ptr);
+
+  bool inRange(const void* ptr) const {
+    auto p = static_cast<const char*>(ptr);
+    return p >= mapping_.device && p < mapping_.device + mapping_.size;
+  }
+  // The live allocation holding ptr: false if ptr is in none.
+  bool find(const void* ptr, char** base, size_t* size) const;
+  // Host alias of [ptr, ptr + count), or null unless the range lies inside
+  // one live allocation.
+  char* translate(const void* ptr, size_t count) const;
+  // Host alias of a pointer already checked by find/translate.
+  char* alias(const void* ptr) const {
+    return mapping_.host + (static_cast<const char*>(ptr) - mapping_.device);
+  }
+  size_t capacity() const { return mapping_.size; }
+  size_t used() const;
+  const DeviceMapping& mapping() const { return mapping_; }
+
+ private:
+  void addFreeBlock(size_t offset, size_t size);
+  void removeFreeBlock(size_t offset, size_t size);
+
+  const int device_;
+  const DeviceMapping mapping_;
+  mutable std::mutex mutex_;
+  std::map<size_t, size_t> live_;             // offset -> size
+  std::map<size_t, size_t> free_;             // offset -> size
+  std::set<std::pair<size_t, size_t>> freeBySize_;  // (size, offset)
+  size_t used_ = 0;
+};
+
+// Where a pointer lives, as copies and attributes need to know.
+struct Location {
+  orMemoryType type = orMemoryTypeUnregistered;
+  int device = -1;          // for device memory
+  bool inDeviceRange = false;  // true even for freed device memory
+  char* base = nullptr;     // allocation start, if known
+  size_t size = 0;          // allocation size, if known
+};
+Location locate(const void* ptr);
+
+// ---------------------------------------------------------------- stream.cpp
+
+// A monotonically increasing count of finished operations on one stream,
+// shared with the event captures that wait on it, so a stream can be
+// destroyed while events still refer to points in its history.
+class Progress {
+ public:
+  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  // Blocks until completed() >= seq; spins briefly first unless told not to.
+  void waitFor(uint64_t seq, bool spin = true);
+  void advance();
+
+ private:
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+// The point in a stream's history that an event recording captured.
+struct EventCapture {
+  std::shared_ptr<Progress> progress;
+  uint64_t seq = 0;
+  int device = 0;
+  std::atomic<uint64_t> timeNs{0};  // when the stream reached it
+};
+
+// One unit of queued work.
+struct Op {
+  enum class Kind { Kernel, Copy, Memset, Mark, Wait } kind = Kind::Kernel;
+  // Kernel
+  orKernelFunc_t func = nullptr;
+  void (*release)(void*) = nullptr;
+  void* userData = nullptr;
+  // Copy and Memset: pointers as the user gave them, checked when queued.
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t count = 0;
+  int value = 0;
+  // Mark (record) and Wait
+  std::shared_ptr<EventCapture> capture;
+  // Kernel name or copy label, for errors and traces.
+  std::string name;
+  uint64_t correlationId = 0;
+};
+
+struct Device;
+
+class Stream {
+ public:
+  Stream(Device& device, uint64_t id, int priority);
+  ~Stream();  // waits for queued work, then stops the worker
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Queues op; returns its sequence number (1 for the first op).
+  uint64_t enqueue(Op op);
+  uint64_t lastEnqueued() const;
+  void synchronize(bool spin = true);
+
+  Device& device;
+  const uint64_t id;
+  const int priority;
+  const std::shared_ptr<Progress> progress = std::make_shared<Progress>();
+
+ private:
+  void work();
+  void execute(Op& op);
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Op> queue_;
+  std::atomic<size_t> pending_{0};
+  uint64_t enqueued_ = 0;
+  bool sleeping_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// Creates a stream of device and registers its handle.
+std::shared_ptr<Stream> createStream(Device& device, int priority);
+// Resolves a handle (null: the current device's default stream).
+orError_t findStream(orStream_t handle, std::shared_ptr<Stream>* out);
+std::vector<std::shared_ptr<Stream>> streamsOf(int device);
+// Queues op on stream: refuses when the device holds a sticky error, traces
+// the launch, and waits when OPENREG_LAUNCH_BLOCKING=1 (or wait is true).
+orError_t submit(Stream& stream, Op op, bool wait = false);
+inline orStream_t toHandle(uint64_t id) {
+  return reinterpret_cast<orStream_t>(static_cast<uintptr_t>(id));
+}
+
+// ---------------------------------------------------------------- device.cpp
+
+struct Device {
+  Device(int index, DeviceMapping mapping) : index(index), memory(index, mapping) {}
+  const int index;
+  DeviceMemory memory;
+  std::shared_ptr<Stream> defaultStream;
+
+  // Note [Sticky errors]: the first kernel failure on a device is kept here.
+  // While set, queued work is skipped and synchronising calls return it,
+  // as a faulted CUDA context does; orDeviceReset clears it.
+  void setSticky(orError_t code, std::string message);
+  orError_t sticky() const { return static_cast<orError_t>(stickyCode_.load()); }
+  // Returns the sticky error through fail(), or orSuccess.
+  orError_t checkSticky() const;
+  void clearSticky();
+  // Waits for every stream of this device.
+  orError_t synchronize();
+
+ private:
+  std::atomic<int> stickyCode_{orSuccess};
+  mutable std::mutex stickyMutex_;
+  std::string stickyMessage_;
+};
+
+struct Runtime {
+  std::vector<std::unique_ptr<Device>> devices;
+  bool launchBlocking = false;
+  orError_t initError = orSuccess;
+  std::string initMessage;
+};
+
+// Initialises the runtime on first use; returns orSuccess or the reason it
+// cannot be used (bad configuration, forked child) through fail().
+orError_t ensureInit();
+Runtime& runtime();  // only after ensureInit() succeeded
+orError_t checkDevice(int index);  // orErrorInvalidDevice through fail()
+int currentDevice();
+// Makes device the current device of the calling thread (workers use it).
+void setCurrentDevice(int device);
+
+// ---------------------------------------------------------------- kernel.cpp
+
+// Runs one kernel op on the calling worker; reports failure to the device.
+void runKernel(Stream& stream, Op& op);
+// The stream whose kernel the calling thread is running, or null.
+const Stream* runningStream();
+
+// ----------------------------------------------------------------- trace.cpp
+
+uint64_t nowNs();
+bool tracing();
+uint64_t nextCorrelationId();
+void traceRecord(orActivityKind kind, const std::string& name, int device,
+                 uint64_t stream, uint64_t startNs, uint64_t endNs,
+                 uint64_t correlationId);
+
+}  // namespace openreg::rt

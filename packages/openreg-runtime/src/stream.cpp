@@ -1,0 +1,352 @@
+// stream.cpp - streams: in-order queues of work, each drained by a worker
+// thread of its own, and the handle registry that makes a destroyed stream a
+// clean error instead of a dangling pointer.
+//
+// Not here: what a kernel may do while it runs (kernel.cpp), event
+// semantics (event.cpp).
+#include <chrono>
+#include <cstring>
+
+#include "runtime.h"
+
+namespace openreg::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How long a waiting host thread, or an idle worker, polls before it blocks.
+// Short enough to cost little CPU, long enough that back-to-back launches and
+// synchronisations never pay for a futex wake-up.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+template <typename Ready>
+bool spinUntil(Ready ready) {
+  auto deadline = Clock::now() + kSpin;
+  do {
+    if (ready()) return true;
+    std::this_thread::yield();
+  } while (Clock::now() < deadline);
+  return ready();
+}
+
+// Live streams by id. Ids are never reused, so an old handle finds nothing.
+std::shared_mutex registryMutex;
+std::unordered_map<uint64_t, std::shared_ptr<Stream>> registry;
+uint64_t nextStreamId = 1;
+
+uint64_t idOf(orStream_t handle) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)); }
+
+}  // namespace
+
+void Progress::waitFor(uint64_t seq, bool spin) {
+  if (completed() >= seq) return;
+  if (spin && spinUntil([&] { return completed() >= seq; })) return;
+  waiters_.fetch_add(1);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return completed() >= seq; });
+  }
+  waiters_.fetch_sub(1);
+}
+
+void Progress::advance() {
+  completed_.fetch_add(1);
+  // Both sides use sequentially consistent atomics: either we see the
+  // waiter's increment, or the waiter sees our new count before sleeping.
+  if (waiters_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+  }
+}
+
+Stream::Stream(Device& device, uint64_t id, int priority)
+    : device(device), id(id), priority(priority) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (!worker_.joinable()) return;
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    worker_.detach();  // destroyed from one of its own kernels
+  } else {
+    worker_.join();  // the worker drains the queue before it stops
+  }
+}
+
+uint64_t Stream::enqueue(Op op) {
+  uint64_t seq;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+    queue_.push_back(std::move(op));
+    pending_.fetch_add(1, std::memory_order_release);
+    seq = ++enqueued_;
+    wake = sleeping_;
+  }
+  if (wake) wake_.notify_one();
+  return seq;
+}
+
+uint64_t Stream::lastEnqueued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return enqueued_;
+}
+
+void Stream::synchronize(bool spin) { progress->waitFor(lastEnqueued(), spin); }
+
+void Stream::work() {
+  setCurrentDevice(device.index);
+  for (;;) {
+    Op op;
+    {
+      if (pending_.load(std::memory_order_acquire) == 0) {
+        spinUntil([&] { return pending_.load(std::memory_order_acquire) != 0; });
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (queue_.empty() && !stopping_) {
+        sleeping_ = true;
+        wake_.wait(lock);
+        sleeping_ = false;
+      }
+      if (queue_.empty()) return;  // stopping, and everything ran
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      pending_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    execute(op);
+    progress->advance();
+  }
+}
+
+void Stream::execute(Op& op) {
+  bool skip = device.sticky() != orSuccess;  // Note [Sticky errors]
+  uint64_t start = tracing() ? nowNs() : 0;
+  switch (op.kind) {
+    case Op::Kind::Kernel:
+      if (skip) {
+        if (op.release != nullptr) op.release(op.userData);
+        return;
+      }
+      runKernel(*this, op);
+      break;
+    case Op::Kind::Copy:
+    case Op::Kind::Memset: {
+      if (skip) return;
+      // Checked when queued; checked again here because another thread may
+      // have freed the memory since, which on hardware is an illegal access.
+      Location dst = locate(op.dst);
+      char* to = dst.inDeviceRange
+                     ? runtime().devices[dst.device]->memory.translate(op.dst, op.count)
+                     : static_cast<char*>(op.dst);
+      const char* from = nullptr;
+      if (op.kind == Op::Kind::Copy) {
+        Location src = locate(op.src);
+        from = src.inDeviceRange
+                   ? runtime().devices[src.device]->memory.translate(op.src, op.count)
+                   : static_cast<const char*>(op.src);
+      }
+      if (to == nullptr || (op.kind == Op::Kind::Copy && from == nullptr)) {
+        device.setSticky(orErrorIllegalAddress,
+                         format("%s on openreg device %d (stream %llu) reached freed "
+                                "device memory", op.name.c_str(), device.index,
+                                static_cast<unsigned long long>(id)));
+        return;
+      }
+      if (op.kind == Op::Kind::Copy) {
+        std::memcpy(to, from, op.count);
+      } else {
+        std::memset(to, op.value, op.count);
+      }
+      break;
+    }
+    case Op::Kind::Mark:
+      op.capture->timeNs.store(nowNs(), std::memory_order_relaxed);
+      return;
+    case Op::Kind::Wait:
+      op.capture->progress->waitFor(op.capture->seq);
+      return;
+  }
+  if (start != 0) {
+    orActivityKind kind = op.kind == Op::Kind::Kernel ? orActivityKindKernel
+                          : op.kind == Op::Kind::Copy ? orActivityKindMemcpy
+                                                      : orActivityKindMemset;
+    traceRecord(kind, op.name, device.index, id, start, nowNs(), op.correlationId);
+  }
+}
+
+std::shared_ptr<Stream> createStream(Device& device, int priority) {
+  std::unique_lock<std::shared_mutex> lock(registryMutex);
+  uint64_t id = nextStreamId++;
+  auto stream = std::make_shared<Stream>(device, id, priority);
+  registry[id] = stream;
+  return stream;
+}
+
+orError_t findStream(orStream_t handle, std::shared_ptr<Stream>* out) {
+  if (handle == nullptr) {
+    *out = runtime().devices[currentDevice()]->defaultStream;
+    return orSuccess;
+  }
+  {
+    std::shared_lock<std::shared_mutex> lock(registryMutex);
+    auto it = registry.find(idOf(handle));
+    if (it != registry.end()) {
+      *out = it->second;
+      return orSuccess;
+    }
+  }
+  return fail(orErrorInvalidResourceHandle,
+              format("stream handle %p is not a live stream (destroyed, or never "
+                     "created)", static_cast<void*>(handle)));
+}
+
+std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
+  std::vector<std::shared_ptr<Stream>> result;
+  std::shared_lock<std::shared_mutex> lock(registryMutex);
+  for (auto& entry : registry) {
+    if (entry.second->device.index == device) result.push_back(entry.second);
+  }
+  return result;
+}
+
+orError_t submit(Stream& stream, Op op, bool wait) {
+  orError_t status = stream.device.checkSticky();
+  if (status != orSuccess) {
+    if (op.release != nullptr) op.release(op.userData);
+    return status;
+  }
+  bool traced = tracing();
+  uint64_t start = traced ? nowNs() : 0;
+  std::string name;
+  if (traced) {
+    op.correlationId = nextCorrelationId();
+    name = op.name;
+  }
+  uint64_t correlation = op.correlationId;
+  uint64_t seq = stream.enqueue(std::move(op));
+  if (traced) {
+    traceRecord(orActivityKindLaunch, name, stream.device.index, stream.id, start,
+                nowNs(), correlation);
+  }
+  if (!wait && !runtime().launchBlocking) return orSuccess;
+  stream.progress->waitFor(seq);
+  return stream.device.checkSticky();
+}
+
+}  // namespace openreg::rt
+
+using namespace openreg::rt;
+
+namespace {
+
+orError_t createOnCurrentDevice(orStream_t* stream, int priority, const char* call) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (stream == nullptr) return fail(orErrorInvalidValue, format("%s: stream is NULL", call));
+  int least = 0, greatest = 0;
+  orDeviceGetStreamPriorityRange(&least, &greatest);
+  priority = std::min(least, std::max(greatest, priority));
+  *stream = toHandle(createStream(*runtime().devices[currentDevice()], priority)->id);
+  return orSuccess;
+}
+
+// Resolves a handle after making sure the runtime is usable.
+orError_t lookup(orStream_t handle, std::shared_ptr<Stream>* out) {
+  orError_t status = ensureInit();
+  return status != orSuccess ? status : findStream(handle, out);
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orStreamCreate(orStream_t* stream) {
+  return createOnCurrentDevice(stream, 0, "orStreamCreate");
+}
+
+orError_t orStreamCreateWithPriority(orStream_t* stream, int priority) {
+  return createOnCurrentDevice(stream, priority, "orStreamCreateWithPriority");
+}
+
+orError_t orStreamDestroy(orStream_t stream) {
+  if (stream == nullptr) return orSuccess;
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  uint64_t id = idOf(stream);
+  if (runningStream() != nullptr && runningStream()->id == id) {
+    return fail(orErrorNotPermitted,
+                "orStreamDestroy: a kernel cannot destroy the stream it runs on");
+  }
+  if (id <= runtime().devices.size()) {
+    return fail(orErrorInvalidResourceHandle,
+                format("orStreamDestroy: %p is the default stream of openreg device "
+                       "%llu, which cannot be destroyed", static_cast<void*>(stream),
+                       static_cast<unsigned long long>(id - 1)));
+  }
+  std::shared_ptr<Stream> doomed;
+  {
+    std::unique_lock<std::shared_mutex> lock(registryMutex);
+    auto it = registry.find(id);
+    if (it == registry.end()) {
+      return fail(orErrorInvalidResourceHandle,
+                  format("orStreamDestroy: %p is not a live stream (destroyed "
+                         "twice?)", static_cast<void*>(stream)));
+    }
+    doomed = std::move(it->second);
+    registry.erase(it);
+  }
+  doomed.reset();  // joins the worker once the last user lets go
+  return orSuccess;
+}
+
+orError_t orStreamQuery(orStream_t handle) {
+  std::shared_ptr<Stream> stream;
+  orError_t status = lookup(handle, &stream);
+  if (status != orSuccess) return status;
+  if ((status = stream->device.checkSticky()) != orSuccess) return status;
+  if (stream->progress->completed() >= stream->lastEnqueued()) return orSuccess;
+  return orErrorNotReady;  // not a failure: the last error is left alone
+}
+
+orError_t orStreamSynchronize(orStream_t handle) {
+  std::shared_ptr<Stream> stream;
+  orError_t status = lookup(handle, &stream);
+  if (status != orSuccess) return status;
+  uint64_t start = tracing() ? nowNs() : 0;
+  stream->synchronize();
+  if (start != 0) {
+    traceRecord(orActivityKindSynchronize, "orStreamSynchronize", stream->device.index,
+                stream->id, start, nowNs(), 0);
+  }
+  return stream->device.checkSticky();
+}
+
+orError_t orStreamGetPriority(orStream_t handle, int* priority) {
+  if (priority == nullptr) return fail(orErrorInvalidValue, "orStreamGetPriority: priority is NULL");
+  std::shared_ptr<Stream> stream;
+  orError_t status = lookup(handle, &stream);
+  if (status == orSuccess) *priority = stream->priority;
+  return status;
+}
+
+orError_t orStreamGetDevice(orStream_t handle, int* device) {
+  if (device == nullptr) return fail(orErrorInvalidValue, "orStreamGetDevice: device is NULL");
+  std::shared_ptr<Stream> stream;
+  orError_t status = lookup(handle, &stream);
+  if (status == orSuccess) *device = stream->device.index;
+  return status;
+}
+
+orError_t orStreamGetId(orStream_t handle, uint64_t* id) {
+  if (id == nullptr) return fail(orErrorInvalidValue, "orStreamGetId: id is NULL");
+  std::shared_ptr<Stream> stream;
+  orError_t status = lookup(handle, &stream);
+  if (status == orSuccess) *id = stream->id;
+  return status;
+}
+
+}  // extern "C"

@@ -1,0 +1,77 @@
+// trace.cpp - activity records for profilers: what ran where, and when.
+//
+// Recording is off by default and costs one relaxed atomic load per launch
+// then. Records wait in a bounded buffer until a consumer drains them.
+#include <chrono>
+#include <cstring>
+
+#include "runtime.h"
+
+namespace openreg::rt {
+namespace {
+
+constexpr size_t kMaxRecords = size_t{1} << 20;  // later records are dropped
+
+std::atomic<bool> enabled{false};
+std::atomic<uint64_t> correlation{0};
+std::mutex recordsMutex;
+std::deque<orActivity> records;
+
+}  // namespace
+
+uint64_t nowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+bool tracing() { return enabled.load(std::memory_order_relaxed); }
+
+uint64_t nextCorrelationId() { return correlation.fetch_add(1) + 1; }
+
+void traceRecord(orActivityKind kind, const std::string& name, int device,
+                 uint64_t stream, uint64_t startNs, uint64_t endNs,
+                 uint64_t correlationId) {
+  orActivity record;
+  std::memset(&record, 0, sizeof(record));
+  record.kind = kind;
+  std::strncpy(record.name, name.c_str(), sizeof(record.name) - 1);
+  record.device = device;
+  record.stream = stream;
+  record.startNs = startNs;
+  record.endNs = endNs;
+  record.correlationId = correlationId;
+  std::lock_guard<std::mutex> lock(recordsMutex);
+  if (records.size() < kMaxRecords) records.push_back(record);
+}
+
+}  // namespace openreg::rt
+
+using namespace openreg::rt;
+
+extern "C" {
+
+orError_t orTraceEnable(int enable) {
+  enabled.store(enable != 0);
+  return orSuccess;
+}
+
+orError_t orTraceDrain(orActivity* out, size_t capacity, size_t* count) {
+  if (count == nullptr || (out == nullptr && capacity > 0)) {
+    return fail(orErrorInvalidValue, "orTraceDrain: count is NULL, or records is NULL with capacity > 0");
+  }
+  std::lock_guard<std::mutex> lock(recordsMutex);
+  size_t n = std::min(capacity, records.size());
+  std::copy(records.begin(), records.begin() + static_cast<long>(n), out);
+  records.erase(records.begin(), records.begin() + static_cast<long>(n));
+  *count = n;
+  return orSuccess;
+}
+
+orError_t orTraceGetTimestamp(uint64_t* ns) {
+  if (ns == nullptr) return fail(orErrorInvalidValue, "orTraceGetTimestamp: ns is NULL");
+  *ns = nowNs();
+  return orSuccess;
+}
+
+}  // extern "C"
