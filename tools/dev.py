@@ -1,0 +1,120 @@
+#!/usr/bin/env python3.11
+"""OpenReg's developer entry point: set up the repository's .venv, then run.
+
+    python3.11 tools/dev.py setup        create/refresh .venv, build what changed
+    python3.11 tools/dev.py demo         setup, then run the demo
+    python3.11 tools/dev.py test         setup, then every check CI runs
+    python3.11 tools/dev.py pytest ARGS  setup, then pytest with ARGS
+
+Idempotent: requirements are reinstalled only when tools/requirements-dev.txt
+changes, and a package is rebuilt only when one of its files changes (its
+persistent CMake build directory then recompiles only the changed files).
+Standard library only, so it runs before anything is installed.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMPS = VENV / "openreg-stamps"
+REQUIREMENTS = ROOT / "tools" / "requirements-dev.txt"
+# Build order follows the dependency direction: runtime <- torch-openreg <- layers.
+PACKAGES = ["openreg-runtime"]
+# Files that do not affect what a package installs.
+SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
+
+
+def run(*command: str | Path, env: dict | None = None) -> None:
+    print("+", " ".join(str(c) for c in command), flush=True)
+    subprocess.run([str(c) for c in command], cwd=ROOT, env=env, check=True)
+
+
+def fingerprint(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def package_files(package: Path) -> list[Path]:
+    files = []
+    for directory, subdirs, names in os.walk(package):
+        subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        files += [Path(directory) / name for name in names if not name.endswith(".pyc")]
+    return files
+
+
+def up_to_date(name: str, digest: str) -> bool:
+    stamp = STAMPS / name
+    return stamp.exists() and stamp.read_text() == digest
+
+
+def mark_done(name: str, digest: str) -> None:
+    STAMPS.mkdir(exist_ok=True)
+    (STAMPS / name).write_text(digest)
+
+
+def build_environment() -> dict:
+    env = dict(os.environ)
+    # A backend installed earlier must not load while the next one builds.
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    if shutil.which("ccache"):
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+    return env
+
+
+def setup() -> None:
+    if sys.version_info[:2] != (3, 11):
+        sys.exit(f"OpenReg targets Python 3.11; run this with python3.11, not {sys.version}")
+    if not PYTHON.exists():
+        run(sys.executable, "-m", "venv", VENV)
+    requirements = fingerprint([REQUIREMENTS])
+    if not up_to_date("requirements", requirements):
+        run(PYTHON, "-m", "pip", "install", "--quiet", "-r", REQUIREMENTS)
+        mark_done("requirements", requirements)
+    for name in PACKAGES:
+        package = ROOT / "packages" / name
+        digest = fingerprint(package_files(package))
+        if up_to_date(name, digest):
+            print(f"{name}: up to date", flush=True)
+            continue
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps",
+            package, env=build_environment())
+        mark_done(name, digest)
+
+
+def main() -> None:
+    command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    steps = {
+        "setup": [],
+        "demo": [[PYTHON, "tools/demo.py", *args]],
+        "pytest": [[PYTHON, "-m", "pytest", *args]],
+        # Everything CI checks. pytest runs last, so its summary closes the output.
+        "test": [
+            [PYTHON, "tools/docs_check.py"],
+            [PYTHON, "-m", "ruff", "check", "."],
+            [PYTHON, "tools/sanitize.py"],
+            [PYTHON, "-m", "pytest", *args],
+        ],
+    }
+    if command not in steps:
+        sys.exit(__doc__)
+    setup()
+    for step in steps[command]:
+        try:
+            run(*step)
+        except subprocess.CalledProcessError as failure:
+            sys.exit(failure.returncode)
+
+
+if __name__ == "__main__":
+    main()
