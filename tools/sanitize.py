@@ -44,7 +44,10 @@ def build_library() -> None:
 
 def sanitized_environment() -> dict:
     env = dict(os.environ)
-    env["LD_PRELOAD"] = " ".join([compiler_file("libasan.so"), compiler_file("libubsan.so")])
+    # python is not linked against libstdc++: without it preloaded too, ASan's
+    # __cxa_throw interceptor aborts on the first C++ exception.
+    env["LD_PRELOAD"] = " ".join(compiler_file(name) for name in
+                                 ("libasan.so", "libubsan.so", "libstdc++.so"))
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(BUILD), env.get("LD_LIBRARY_PATH")]))
     # Python's own allocations are never freed at exit: leak reports would be noise.
     env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:halt_on_error=1"

@@ -215,7 +215,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("event_synchronize", [](uintptr_t e) { check(orEventSynchronize(event(e))); }, release());
   m.def("event_elapsed_time", [](uintptr_t a, uintptr_t b) {
     float ms = 0;
-    check(orEventElapsedTime(&ms, event(a), event(b)));
+    orError_t status = orEventElapsedTime(&ms, event(a), event(b));
+    // NotReady records no message (as for the queries); do not let check()
+    // attach this thread's stale message from an unrelated earlier failure.
+    if (status == orErrorNotReady) {
+      throw Failure{status, "orEventElapsedTime: an event's recorded work has not completed yet"};
+    }
+    check(status);
     return ms;
   });
   m.def("event_destroy", [](uintptr_t e) { check(orEventDestroy(event(e))); });

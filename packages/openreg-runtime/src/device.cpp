@@ -15,9 +15,11 @@ namespace openreg::rt {
 
 namespace {
 
+// LITERALINCLUDE START: OR_CONFIG_DEFAULTS
 constexpr int kDefaultDeviceCount = 2;
 constexpr size_t kDefaultDeviceMemory = size_t{4} << 30;  // 4 GiB, reserved lazily
 constexpr int kMaxDeviceCount = 64;
+// LITERALINCLUDE END: OR_CONFIG_DEFAULTS
 
 thread_local int threadDevice = 0;
 std::atomic<bool> forkedChild{false};
@@ -28,7 +30,7 @@ bool parseSize(const char* text, size_t* out) {
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(text, &end);
-  if (end == text || errno != 0 || value <= 0) return false;
+  if (end == text || errno != 0 || !(value > 0)) return false;  // also rejects NaN
   std::string unit(end);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   static const std::pair<const char*, double> units[] = {
@@ -38,6 +40,8 @@ bool parseSize(const char* text, size_t* out) {
       {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
   for (auto& [name, scale] : units) {
     if (unit == name) {
+      // Converting a double that does not fit (or inf) to size_t is undefined.
+      if (!(value * scale < 18446744073709551616.0)) return false;
       *out = static_cast<size_t>(value * scale);
       return *out > 0;
     }
@@ -49,38 +53,66 @@ void onForkChild() {
   if (initialised.load()) forkedChild.store(true);
 }
 
-Runtime* start() {
-  auto* rt = new Runtime();  // never destroyed: workers may outlive main()
+// The configuration from the environment, read once. Reading it touches no
+// device, so counting devices never makes a forked child unusable.
+struct Config {
   int count = kDefaultDeviceCount;
+  size_t capacity = kDefaultDeviceMemory;
+  bool launchBlocking = false;
+  orError_t error = orSuccess;
+  std::string message;
+};
+
+Config readConfig() {
+  Config config;
+  // LITERALINCLUDE START: OR_ENV_CONFIG
   if (const char* text = std::getenv("OPENREG_DEVICE_COUNT")) {
     char* end = nullptr;
     long parsed = std::strtol(text, &end, 10);
     if (end == text || *end != '\0' || parsed < 1 || parsed > kMaxDeviceCount) {
-      rt->initError = orErrorInitializationError;
-      rt->initMessage = format("OPENREG_DEVICE_COUNT=%s is not a whole number from 1 to %d",
-                               text, kMaxDeviceCount);
-      return rt;
+      config.error = orErrorInitializationError;
+      config.message = format("OPENREG_DEVICE_COUNT=%s is not a whole number from 1 to %d",
+                              text, kMaxDeviceCount);
+      return config;
     }
-    count = static_cast<int>(parsed);
+    config.count = static_cast<int>(parsed);
   }
-  size_t capacity = kDefaultDeviceMemory;
   if (const char* text = std::getenv("OPENREG_DEVICE_MEMORY")) {
-    if (!parseSize(text, &capacity)) {
-      rt->initError = orErrorInitializationError;
-      rt->initMessage = format("OPENREG_DEVICE_MEMORY=%s is not a size such as 512MiB or 4GiB",
-                               text);
-      return rt;
+    if (!parseSize(text, &config.capacity)) {
+      config.error = orErrorInitializationError;
+      config.message = format("OPENREG_DEVICE_MEMORY=%s is not a size such as 512MiB or 4GiB",
+                              text);
+      return config;
     }
   }
-  capacity = (capacity + platformPageSize() - 1) / platformPageSize() * platformPageSize();
+  size_t page = platformPageSize();
+  config.capacity = (config.capacity + page - 1) / page * page;
   if (const char* text = std::getenv("OPENREG_LAUNCH_BLOCKING")) {
-    rt->launchBlocking = std::strcmp(text, "1") == 0;
+    config.launchBlocking = std::strcmp(text, "1") == 0;
   }
+  // LITERALINCLUDE END: OR_ENV_CONFIG
+  return config;
+}
+
+const Config& config() {
+  static const Config* parsed = new Config(readConfig());
+  return *parsed;
+}
+
+Runtime* start() {
+  auto* rt = new Runtime();  // never destroyed: workers may outlive main()
+  const Config& cfg = config();
+  if (cfg.error != orSuccess) {
+    rt->initError = cfg.error;
+    rt->initMessage = cfg.message;
+    return rt;
+  }
+  rt->launchBlocking = cfg.launchBlocking;
   std::vector<DeviceMapping> mappings;
-  for (int index = 0; index < count; ++index) {
+  for (int index = 0; index < cfg.count; ++index) {
     DeviceMapping mapping;
     std::string error;
-    if (!platformMapDevice(index, capacity, &mapping, &error)) {
+    if (!platformMapDevice(index, cfg.capacity, &mapping, &error)) {
       rt->initError = orErrorInitializationError;
       rt->initMessage = "cannot create openreg device memory: " + error;
       rt->devices.clear();
@@ -108,10 +140,11 @@ orError_t ensureInit() {
   Runtime& rt = runtime();
   if (rt.initError != orSuccess) return fail(rt.initError, rt.initMessage);
   if (forkedChild.load()) {
+    // The same words as CUDA's, so users and tools recognise the situation.
     return fail(orErrorInitializationError,
-                "openreg was initialised in the parent process and cannot be used "
-                "in a forked child; to use openreg with multiprocessing, use the "
-                "'spawn' start method");
+                "Cannot re-initialize openreg in forked subprocess (openreg was initialised "
+                "in the parent, and its worker threads do not survive fork). To use openreg "
+                "with multiprocessing, you must use the 'spawn' start method");
   }
   return orSuccess;
 }
@@ -159,10 +192,12 @@ using namespace openreg::rt;
 extern "C" {
 
 orError_t orGetDeviceCount(int* count) {
-  orError_t status = ensureInit();
-  if (status != orSuccess) return status;
+  // Reads only the configuration: counting devices initialises nothing, so
+  // it works in a forked child too (as CUDA's device count does).
+  const Config& cfg = config();
+  if (cfg.error != orSuccess) return fail(cfg.error, cfg.message);
   if (count == nullptr) return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
-  *count = static_cast<int>(runtime().devices.size());
+  *count = cfg.count;
   return orSuccess;
 }
 

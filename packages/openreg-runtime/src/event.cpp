@@ -23,7 +23,9 @@ struct Event {
 
 std::shared_mutex registryMutex;
 std::unordered_map<uint64_t, std::shared_ptr<Event>> registry;
-uint64_t nextEventId = 1;
+// Event ids live far above stream ids, so a stream handle passed as an
+// event (or the reverse) finds nothing instead of an unrelated object.
+uint64_t nextEventId = uint64_t{1} << 40;
 
 uint64_t idOf(orEvent_t handle) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)); }
 
@@ -71,6 +73,7 @@ orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
   return orSuccess;
 }
 
+// LITERALINCLUDE START: OR_EVENT_RECORD
 orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   std::shared_ptr<Event> event;
   std::shared_ptr<Stream> stream;
@@ -97,13 +100,17 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   event->capture = std::move(capture);
   return orSuccess;
 }
+// LITERALINCLUDE END: OR_EVENT_RECORD
 
 orError_t orEventQuery(orEvent_t handle) {
   std::shared_ptr<Event> event;
   orError_t status = findEvent(handle, &event);
   if (status != orSuccess) return status;
   auto capture = event->current();
-  if (capture == nullptr || finished(*capture)) return orSuccess;
+  if (capture == nullptr) return orSuccess;
+  // As orStreamQuery: a faulted device reports its sticky error.
+  if ((status = runtime().devices[capture->device]->checkSticky()) != orSuccess) return status;
+  if (finished(*capture)) return orSuccess;
   return orErrorNotReady;  // not a failure: the last error is left alone
 }
 

@@ -22,10 +22,14 @@ thread_local KernelContext* running = nullptr;
 
 const Stream* runningStream() { return running == nullptr ? nullptr : running->stream; }
 
+// LITERALINCLUDE START: OR_KERNEL_RUNNER
 void runKernel(Stream& stream, Op& op) {
   KernelContext context;
   context.stream = &stream;
   running = &context;
+  // An earlier kernel on this worker may have called orSetDevice; inside a
+  // kernel the current device is always the stream's (orGetDevice).
+  setCurrentDevice(stream.device.index);
   orError_t result = op.func(op.userData);
   running = nullptr;
   if (op.release != nullptr) op.release(op.userData);
@@ -37,6 +41,7 @@ void runKernel(Stream& stream, Op& op) {
                      op.name.c_str(), stream.device.index,
                      static_cast<unsigned long long>(stream.id), detail.c_str()));
 }
+// LITERALINCLUDE END: OR_KERNEL_RUNNER
 
 }  // namespace openreg::rt
 
@@ -70,6 +75,7 @@ orError_t orLaunchKernel(orStream_t stream, orKernelFunc_t func, void* userData,
   return orLaunchKernelWithRelease(stream, func, nullptr, userData, name);
 }
 
+// LITERALINCLUDE START: OR_KERNEL_TRANSLATE
 orError_t orKernelTranslatePointer(void** hostPtr, const void* devPtr, size_t count) {
   if (running == nullptr) {
     return fail(orErrorNotPermitted,
@@ -95,6 +101,7 @@ orError_t orKernelTranslatePointer(void** hostPtr, const void* devPtr, size_t co
   *hostPtr = alias;
   return orSuccess;
 }
+// LITERALINCLUDE END: OR_KERNEL_TRANSLATE
 
 orError_t orKernelSetErrorMessage(const char* message) {
   if (running == nullptr) {

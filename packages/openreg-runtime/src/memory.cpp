@@ -8,6 +8,7 @@
 
 #include "runtime.h"
 
+// LITERALINCLUDE START: OR_MEMORY_MODEL_NOTE
 // Note [Device memory is never host-mapped]
 // Each device owns one memfd of its capacity, mapped twice: a "device" view
 // with PROT_NONE, whose addresses orMalloc hands out, and a read-write "host
@@ -18,6 +19,7 @@
 // the bytes by offset arithmetic (alias = host + (ptr - device)), and only
 // after checking that the range lies inside a live allocation. Freeing punches
 // the pages out of the memfd, so freed memory goes back to the OS.
+// LITERALINCLUDE END: OR_MEMORY_MODEL_NOTE
 
 namespace openreg::rt {
 
@@ -50,7 +52,8 @@ size_t DeviceMemory::used() const {
 }
 
 orError_t DeviceMemory::allocate(size_t size, void** out) {
-  size_t rounded = roundUp(size, kAlignment);
+  // A size beyond the capacity must not wrap to a small one when rounded.
+  size_t rounded = size > mapping_.size ? size : roundUp(size, kAlignment);
   std::lock_guard<std::mutex> lock(mutex_);
   auto best = freeBySize_.lower_bound({rounded, 0});
   if (rounded > mapping_.size - used_ || best == freeBySize_.end()) {
@@ -127,7 +130,7 @@ char* DeviceMemory::translate(const void* ptr, size_t count) const {
   char* base = nullptr;
   size_t size = 0;
   if (!find(ptr, &base, &size)) return nullptr;
-  if (static_cast<const char*>(ptr) + count > base + size) return nullptr;
+  if (count > size - static_cast<size_t>(static_cast<const char*>(ptr) - base)) return nullptr;
   return alias(ptr);
 }
 
@@ -175,7 +178,9 @@ orError_t checkSide(const char* call, const char* role, const void* ptr,
                 format("%s: %s %p is freed or was never allocated on openreg "
                        "device %d (use of freed memory?)", call, role, ptr, w.device));
   }
-  if (w.base != nullptr && static_cast<const char*>(ptr) + count > w.base + w.size) {
+  // Compared as sizes: ptr + count could wrap around for a huge count.
+  if (w.base != nullptr &&
+      count > w.size - static_cast<size_t>(static_cast<const char*>(ptr) - w.base)) {
     return fail(orErrorInvalidValue,
                 format("%s: %zu bytes at %s %p overrun its allocation of %zu bytes "
                        "at %p", call, count, role, ptr, w.size, static_cast<void*>(w.base)));

@@ -17,6 +17,7 @@ namespace openreg::rt {
 
 bool platformMapDevice(int device, size_t size, DeviceMapping* out,
                        std::string* error) {
+  // LITERALINCLUDE START: OR_DEVICE_MAPPING
   std::string name = format("openreg-device-%d", device);
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -29,6 +30,7 @@ bool platformMapDevice(int device, size_t size, DeviceMapping* out,
   void* dev = mmap(nullptr, size, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   void* host = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_NORESERVE, fd, 0);
+  // LITERALINCLUDE END: OR_DEVICE_MAPPING
   if (dev == MAP_FAILED || host == MAP_FAILED) {
     *error = format("mapping %zu bytes for device %d: %s", size, device,
                     strerror(errno));
@@ -103,6 +105,7 @@ void writeNumber(uintptr_t value, int base) {
   (void)ignored;
 }
 
+// LITERALINCLUDE START: OR_FAULT_HANDLER
 void onFault(int signo, siginfo_t* info, void* context) {
   auto address = reinterpret_cast<uintptr_t>(info->si_addr);
   for (int d = 0; d < faultRangeCount; ++d) {
@@ -125,6 +128,7 @@ void onFault(int signo, siginfo_t* info, void* context) {
   (void)context;
   sigaction(signo, signo == SIGBUS ? &previousBus : &previousSegv, nullptr);
 }
+// LITERALINCLUDE END: OR_FAULT_HANDLER
 
 }  // namespace
 

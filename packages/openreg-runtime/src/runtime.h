@@ -118,7 +118,8 @@ Location locate(const void* ptr);
 // destroyed while events still refer to points in its history.
 class Progress {
  public:
-  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  // Sequentially consistent, to pair with advance()'s check of waiters_.
+  uint64_t completed() const { return completed_.load(); }
   // Blocks until completed() >= seq; spins briefly first unless told not to.
   void waitFor(uint64_t seq, bool spin = true);
   void advance();
@@ -210,6 +211,7 @@ struct Device {
   DeviceMemory memory;
   std::shared_ptr<Stream> defaultStream;
 
+  // LITERALINCLUDE START: OR_STICKY_ERRORS
   // Note [Sticky errors]: the first kernel failure on a device is kept here.
   // While set, queued work is skipped and synchronising calls return it,
   // as a faulted CUDA context does; orDeviceReset clears it.
@@ -218,6 +220,7 @@ struct Device {
   // Returns the sticky error through fail(), or orSuccess.
   orError_t checkSticky() const;
   void clearSticky();
+  // LITERALINCLUDE END: OR_STICKY_ERRORS
   // Waits for every stream of this device.
   orError_t synchronize();
 

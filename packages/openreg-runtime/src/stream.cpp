@@ -98,6 +98,7 @@ uint64_t Stream::lastEnqueued() const {
 
 void Stream::synchronize(bool spin) { progress->waitFor(lastEnqueued(), spin); }
 
+// LITERALINCLUDE START: OR_STREAM_WORKER
 void Stream::work() {
   setCurrentDevice(device.index);
   for (;;) {
@@ -121,6 +122,7 @@ void Stream::work() {
     progress->advance();
   }
 }
+// LITERALINCLUDE END: OR_STREAM_WORKER
 
 void Stream::execute(Op& op) {
   bool skip = device.sticky() != orSuccess;  // Note [Sticky errors]
@@ -213,6 +215,7 @@ std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
   return result;
 }
 
+// LITERALINCLUDE START: OR_STREAM_SUBMIT
 orError_t submit(Stream& stream, Op op, bool wait) {
   orError_t status = stream.device.checkSticky();
   if (status != orSuccess) {
@@ -236,6 +239,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   stream.progress->waitFor(seq);
   return stream.device.checkSticky();
 }
+// LITERALINCLUDE END: OR_STREAM_SUBMIT
 
 }  // namespace openreg::rt
 
@@ -299,6 +303,9 @@ orError_t orStreamDestroy(orStream_t stream) {
     doomed = std::move(it->second);
     registry.erase(it);
   }
+  // Another thread (say in orDeviceSynchronize) may still hold the stream,
+  // so dropping our reference need not wait: wait for its work here.
+  doomed->synchronize();
   doomed.reset();  // joins the worker once the last user lets go
   return orSuccess;
 }

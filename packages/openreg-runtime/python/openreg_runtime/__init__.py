@@ -19,6 +19,7 @@ __version__ = _dist_version("openreg-runtime")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+# LITERALINCLUDE START: OR_PY_BUILD_PATHS
 def get_include() -> str:
     """Directory holding ``openreg/openreg.h``, ``openreg.hpp`` and ``version.h``."""
     return os.path.join(_PACKAGE_DIR, "include")
@@ -32,6 +33,7 @@ def get_library_dir() -> str:
 def get_library_path() -> str:
     """Full path of the ``libopenreg.so`` that this package loads."""
     return os.path.join(get_library_dir(), "libopenreg.so")
+# LITERALINCLUDE END: OR_PY_BUILD_PATHS
 
 
 def _drain_devices_at_exit() -> None:

@@ -1,0 +1,124 @@
+"""Tracing: launch records on the host, device records on the stream, linked
+by correlation ids; nothing is recorded while tracing is off."""
+
+import openreg_runtime as ort
+import pytest
+
+pytestmark = pytest.mark.sanitizer_safe
+
+KEYS = {"kind", "name", "device", "stream", "start_ns", "end_ns", "correlation_id"}
+
+
+def run_workload(res, device: int):
+    s = res.stream(device=device)
+    dev = res.malloc(4096, device=device)
+    pinned = res.malloc_host(4096)
+    ort.launch_kernel(s, lambda: None, "traced_kernel")
+    ort.memcpy_async(dev, pinned, 4096, ort.orMemcpyHostToDevice, s)
+    ort.memset_async(dev, 0, 4096, s)
+    ort.memcpy_async(pinned, dev, 4096, ort.orMemcpyDeviceToHost, s)
+    ort.stream_synchronize(s)
+    return s
+
+
+def test_trace_records_launch_and_device_activity(res):
+    before = ort.trace_get_timestamp()
+    ort.trace_enable(True)
+    s = run_workload(res, device=1)
+    ort.trace_enable(False)
+    after = ort.trace_get_timestamp()
+    records = ort.trace_drain()
+    assert all(set(r) == KEYS for r in records)
+    stream_id = ort.stream_get_id(s)
+
+    launches = [r for r in records if r["kind"] == "launch"]
+    device_side = [r for r in records if r["kind"] in ("kernel", "memcpy", "memset")]
+    expected = [("kernel", "traced_kernel"), ("memcpy", "memcpyHtoD"),
+                ("memset", "memset"), ("memcpy", "memcpyDtoH")]
+    assert [(r["kind"], r["name"]) for r in device_side] == expected
+    assert [r["name"] for r in launches] == [name for _, name in expected]
+
+    by_correlation = {r["correlation_id"]: r for r in launches}
+    assert len(by_correlation) == len(launches)  # unique ids
+    for record in device_side:
+        launch = by_correlation[record["correlation_id"]]
+        assert record["correlation_id"] > 0
+        assert launch["name"] == record["name"]
+        assert record["device"] == launch["device"] == 1
+        assert record["stream"] == launch["stream"] == stream_id
+        assert before <= launch["start_ns"] <= launch["end_ns"] <= after
+        assert before <= record["start_ns"] <= record["end_ns"] <= after
+        # The device could not start before the host began queueing it.
+        assert launch["start_ns"] <= record["start_ns"]
+    # Device records of one stream run in order.
+    for earlier, later in zip(device_side, device_side[1:], strict=False):
+        assert earlier["end_ns"] <= later["start_ns"]
+
+    syncs = [r for r in records if r["kind"] == "synchronize"]
+    assert [r["name"] for r in syncs] == ["orStreamSynchronize"]
+    assert syncs[0]["stream"] == stream_id and syncs[0]["device"] == 1
+    assert syncs[0]["start_ns"] <= syncs[0]["end_ns"]
+    # Drained records are gone.
+    assert ort.trace_drain() == []
+
+
+def test_trace_synchronous_calls(res):
+    dev = res.malloc(256)
+    ort.trace_enable(True)
+    ort.memset(dev, 1, 256)
+    ort.device_synchronize()
+    ort.trace_enable(False)
+    records = ort.trace_drain()
+    memsets = [r for r in records if r["name"] == "memset"]
+    assert {r["kind"] for r in memsets} == {"launch", "memset"}
+    assert len({r["correlation_id"] for r in memsets}) == 1
+    assert all(r["stream"] == ort.stream_get_id(ort.device_get_default_stream(0))
+               for r in memsets)
+    assert any(r["kind"] == "synchronize" and r["name"] == "orDeviceSynchronize"
+               for r in records)
+
+
+def test_nothing_recorded_when_disabled(res):
+    ort.trace_enable(False)
+    run_workload(res, device=0)
+    ort.device_synchronize()
+    assert ort.trace_drain() == []
+
+
+def test_records_taken_stay_until_drained_after_disable(res):
+    ort.trace_enable(True)
+    ort.launch_kernel(0, lambda: None, "kept")
+    ort.stream_synchronize(0)
+    ort.trace_enable(False)
+    ort.launch_kernel(0, lambda: None, "not_recorded")
+    ort.stream_synchronize(0)
+    names = [r["name"] for r in ort.trace_drain()]
+    assert names.count("kept") == 2
+    assert "not_recorded" not in names
+
+
+def test_many_records_drain_in_batches(res):
+    s = res.stream()
+    ort.trace_enable(True)
+    for i in range(300):
+        ort.launch_kernel(s, lambda: None, f"k{i}")
+    ort.stream_synchronize(s)
+    ort.trace_enable(False)
+    records = ort.trace_drain()  # more than one internal batch of 256
+    kernels = [r["name"] for r in records if r["kind"] == "kernel"]
+    assert kernels == [f"k{i}" for i in range(300)]
+
+
+def test_long_names_are_truncated(res):
+    name = "k" * 100
+    ort.trace_enable(True)
+    ort.launch_kernel(0, lambda: None, name)
+    ort.stream_synchronize(0)
+    ort.trace_enable(False)
+    records = [r for r in ort.trace_drain() if r["kind"] in ("launch", "kernel")]
+    assert len(records) == 2 and all(r["name"] == "k" * 63 for r in records)
+
+
+def test_timestamp_is_monotonic():
+    stamps = [ort.trace_get_timestamp() for _ in range(100)]
+    assert stamps == sorted(stamps) and stamps[0] > 0
