@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""OpenReg's demo. For now it shows the simulated device through the runtime's
-Python bindings: the devices, an asynchronous copy from pinned memory, a
-kernel on a stream, and an event timing. Later layers extend it.
+"""OpenReg's demo: first the simulated device through the runtime's Python
+bindings (devices, an asynchronous copy from pinned memory, a kernel on a
+stream, an event timing), then PyTorch using it as the device "openreg"
+(tensors, copies, a side stream, memory statistics, out-of-memory, RNG).
 """
 
 import ctypes
@@ -20,7 +21,7 @@ def show_devices() -> None:
               f"capability {props['major']}.{props['minor']}")
 
 
-def main() -> None:
+def runtime_demo() -> None:
     show_devices()
     size = 16 * MiB
     stream = rt.stream_create()
@@ -58,6 +59,41 @@ def main() -> None:
     rt.free(device)
     rt.free_host(pinned)
     rt.stream_destroy(stream)
+
+
+def torch_demo() -> None:
+    import torch  # autoloads torch_openreg, which registers "openreg"
+
+    print(f"\ntorch {torch.__version__}: torch.openreg.device_count() = {torch.openreg.device_count()}")
+    torch.openreg.set_fallback_mode("silent")
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).to("openreg")
+    print(f"x on {x.device}; x.t() back on the host:\n{x.t().cpu()}")
+    y = x.to("openreg:1", dtype=torch.float64)
+    print(f"copied to {y.device} as {y.dtype}; sum {y.sum().item()}")
+
+    side = torch.openreg.Stream()
+    with torch.openreg.stream(side):
+        doubled = x * 2  # queued on the side stream
+    torch.openreg.current_stream().wait_stream(side)  # forget this and reads race
+    print(f"work on a side stream, synchronised: {doubled[0].tolist()}")
+
+    torch.openreg.manual_seed(0)
+    first = torch.randn(3, device="openreg").cpu()
+    torch.openreg.manual_seed(0)
+    print(f"same seed, same numbers: {torch.equal(first, torch.randn(3, device='openreg').cpu())}")
+
+    print(f"memory: {torch.openreg.memory_allocated()} bytes allocated, "
+          f"{torch.openreg.memory_reserved()} reserved")
+    try:
+        torch.empty(1 << 40, dtype=torch.uint8, device="openreg")
+    except torch.OutOfMemoryError as error:
+        print(f"out of memory, and the process goes on: {str(error).split('.')[0]}")
+    print(f"operators that ran through the CPU fallback: {torch.openreg.fallback_counts()}")
+
+
+def main() -> None:
+    runtime_demo()
+    torch_demo()
 
 
 if __name__ == "__main__":

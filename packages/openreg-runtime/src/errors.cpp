@@ -51,12 +51,15 @@ orError_t fail(orError_t code, std::string message) {
 }
 
 std::string format(const char* fmt, ...) {
-  char buffer[512];
-  va_list args;
+  va_list args, measure;
   va_start(args, fmt);
-  vsnprintf(buffer, sizeof(buffer), fmt, args);
+  va_copy(measure, args);
+  int length = vsnprintf(nullptr, 0, fmt, measure);
+  va_end(measure);
+  std::string text(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+  if (length > 0) vsnprintf(text.data(), text.size() + 1, fmt, args);
   va_end(args);
-  return buffer;
+  return text;
 }
 
 }  // namespace openreg::rt

@@ -4,7 +4,10 @@
 //
 // Not here: what a kernel may do while it runs (kernel.cpp), event
 // semantics (event.cpp).
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <system_error>
 #include <cstring>
 
 #include "runtime.h"
@@ -27,6 +30,93 @@ bool spinUntil(Ready ready) {
     std::this_thread::yield();
   } while (Clock::now() < deadline);
   return ready();
+}
+
+// Runs chunk(begin, length) over [0, count), splitting large ranges across
+// the host's cores: a device's copy engine moves data at memory bandwidth,
+// not at the speed of one core, and PyTorch's CPU copy_ (the yardstick for
+// host-device copies) is multi-threaded too. The helpers are started once
+// and shared by all streams; a stream whose copy finds them busy does its
+// part alone rather than wait.
+// LITERALINCLUDE START: OR_COPY_ENGINE
+class CopyEngine {
+ public:
+  using Chunk = std::function<void(size_t, size_t)>;
+
+  void run(size_t count, const Chunk& chunk) {
+    constexpr size_t kMinBytesPerThread = size_t{4} << 20;
+    constexpr size_t kPage = 4096;
+    size_t parts = std::min(helpers() + 1, count / kMinBytesPerThread);
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (parts <= 1 || !lock.owns_lock() || !idle_) {
+      chunk(0, count);
+      return;
+    }
+    size_t step = (count / parts + kPage - 1) / kPage * kPage;
+    job_ = &chunk;
+    jobCount_ = count;
+    jobStep_ = step;
+    pendingParts_ = (count - 1) / step;  // parts after the first, for helpers
+    nextPart_ = 1;
+    idle_ = false;
+    ++generation_;
+    lock.unlock();
+    wake_.notify_all();
+    chunk(0, std::min(step, count));
+    lock.lock();
+    done_.wait(lock, [&] { return pendingParts_ == 0; });
+    job_ = nullptr;
+    idle_ = true;
+  }
+  // LITERALINCLUDE END: OR_COPY_ENGINE
+
+ private:
+  size_t helpers() {
+    std::call_once(started_, [this] {
+      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      for (unsigned i = 1; i < cores; ++i) {
+        try {
+          std::thread([this] { serve(); }).detach();  // lives as long as the process
+          ++helperCount_;
+        } catch (const std::system_error&) {
+          break;  // fewer helpers, same results
+        }
+      }
+    });
+    return helperCount_;
+  }
+
+  void serve() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    uint64_t seen = 0;  // a job may already be waiting when this thread starts
+    for (;;) {
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      while (job_ != nullptr && nextPart_ * jobStep_ < jobCount_) {
+        size_t begin = nextPart_++ * jobStep_;
+        size_t length = std::min(jobStep_, jobCount_ - begin);
+        const Chunk* job = job_;
+        lock.unlock();
+        (*job)(begin, length);
+        lock.lock();
+        if (--pendingParts_ == 0) done_.notify_one();
+      }
+    }
+  }
+
+  std::once_flag started_;
+  size_t helperCount_ = 0;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  bool idle_ = true;
+  uint64_t generation_ = 0;
+  const Chunk* job_ = nullptr;
+  size_t jobCount_ = 0, jobStep_ = 0, nextPart_ = 0, pendingParts_ = 0;
+};
+
+CopyEngine& copyEngine() {
+  static CopyEngine* engine = new CopyEngine();  // never destroyed, like its threads
+  return *engine;
 }
 
 // Live streams by id. Ids are never reused, so an old handle finds nothing.
@@ -158,11 +248,15 @@ void Stream::execute(Op& op) {
                                 static_cast<unsigned long long>(id)));
         return;
       }
-      if (op.kind == Op::Kind::Copy) {
-        std::memcpy(to, from, op.count);
-      } else {
-        std::memset(to, op.value, op.count);
-      }
+      int value = op.value;
+      bool isCopy = op.kind == Op::Kind::Copy;
+      copyEngine().run(op.count, [&](size_t begin, size_t length) {
+        if (isCopy) {
+          std::memcpy(to + begin, from + begin, length);
+        } else {
+          std::memset(to + begin, value, length);
+        }
+      });
       break;
     }
     case Op::Kind::Mark:

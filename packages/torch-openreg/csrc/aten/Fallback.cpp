@@ -1,0 +1,125 @@
+// Fallback.cpp - registration scenario "fallbacks": the global fallback that
+// runs any operator openreg has no kernel for on the CPU (copy inputs to the
+// host, run, copy results back), and the AutocastPrivateUse1 fallthrough.
+//
+// The CPU fallback is the documented last resort: it is slow (every input
+// and output crosses to the host) and synchronous, so every call is counted
+// per operator and, by default, the first call of each operator warns.
+// OPENREG_FALLBACK=warn|silent|error (or torch.openreg.set_fallback_mode)
+// chooses what happens; "error" turns a missing kernel into an exception.
+#include "aten/Fallback.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/env.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <set>
+
+namespace torch_openreg {
+namespace {
+
+FallbackMode modeFromEnvironment() {
+  auto value = c10::utils::get_env("OPENREG_FALLBACK");
+  if (!value.has_value() || *value == "warn") return FallbackMode::Warn;
+  if (*value == "silent") return FallbackMode::Silent;
+  if (*value == "error") return FallbackMode::Error;
+  TORCH_WARN("OPENREG_FALLBACK=", *value, " is not one of warn, silent, error; using warn");
+  return FallbackMode::Warn;
+}
+
+std::atomic<FallbackMode> mode{modeFromEnvironment()};
+std::mutex countsMutex;
+std::map<std::string, int64_t> counts;
+
+std::string nameOf(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+// The device check that PyTorch generates for the kernels of built-in
+// backends, which the fallback would otherwise skip (it moves everything to
+// the CPU, so mixing openreg:0, openreg:1 and CPU tensors would "work").
+// Every tensor argument must be on one device; CPU tensors are accepted as
+// 0-dim scalars only, as TensorIterator does. Lists of optional tensors (the
+// indices of index and index_put_) are left to the operator, which accepts
+// CPU indices as on CUDA; _foreach_ operators work element by element.
+void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                       const std::string& name) {
+  if (name.rfind("aten::_foreach_", 0) == 0) return;
+  const auto& schema = op.schema().arguments();
+  auto arguments = torch::jit::last(stack, schema.size());
+  std::optional<c10::Device> common;
+  auto visit = [&](const at::Tensor& t, const std::string& argument) {
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return;
+    if (!common.has_value()) {
+      common = t.device();
+      return;
+    }
+    c10::Device first = *common, second = t.device();
+    if (first == second) return;
+    if (first.is_cpu()) std::swap(first, second);
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", first, " and ", second, "! (when checking argument ", argument,
+                " of ", name, ")");
+  };
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::IValue& value = arguments[i];
+    if (value.isTensor()) {
+      visit(value.toTensor(), schema[i].name());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) visit(t, schema[i].name());
+    }
+  }
+}
+
+// LITERALINCLUDE START: CPU_FALLBACK
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = nameOf(op);
+  checkCommonDevice(op, *stack, name);
+  FallbackMode current = mode.load();
+  TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
+                              ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(countsMutex);
+    first = counts[name]++ == 0;
+  }
+  if (first && current == FallbackMode::Warn) {
+    TORCH_WARN("openreg has no kernel for ", name, "; it runs on the CPU (inputs and outputs are "
+               "copied through the host). torch.openreg.fallback_counts() lists every such operator.");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+// LITERALINCLUDE END: CPU_FALLBACK
+
+// LITERALINCLUDE START: AUTOCAST_FALLTHROUGH
+// Operators without an autocast policy (openreg-amp registers the policies)
+// pass straight through the AutocastPrivateUse1 key.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+// LITERALINCLUDE END: AUTOCAST_FALLTHROUGH
+
+}  // namespace
+
+std::map<std::string, int64_t> fallbackCounts() {
+  std::lock_guard<std::mutex> lock(countsMutex);
+  return counts;
+}
+
+void resetFallbackCounts() {
+  std::lock_guard<std::mutex> lock(countsMutex);
+  counts.clear();
+}
+
+FallbackMode fallbackMode() { return mode.load(); }
+void setFallbackMode(FallbackMode m) { mode.store(m); }
+
+}  // namespace torch_openreg

@@ -1,0 +1,28 @@
+// Minimal.cpp - registration scenario "built-in ATen operators": the minimal
+// set of kernels a PrivateUse1 backend registers before anything else works.
+// Each entry binds an aten operator to a kernel in aten/native/.
+#include <torch/library.h>
+
+#include "aten/native/Minimal.h"
+
+namespace torch_openreg {
+
+// LITERALINCLUDE START: MINIMAL_OPERATOR_SET
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(native::empty));
+  m.impl("empty_strided", TORCH_FN(native::emptyStrided));
+  m.impl("as_strided", TORCH_FN(native::asStrided));
+  m.impl("resize_", TORCH_FN(native::resize));
+  m.impl("_reshape_alias", TORCH_FN(native::reshapeAlias));
+  m.impl("view", TORCH_FN(native::view));
+  m.impl("set_.source_Tensor", TORCH_FN(native::setSourceTensor));
+  m.impl("set_.source_Storage", TORCH_FN(native::setSourceStorage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(native::setSourceStorageOffset));
+  m.impl("_copy_from", TORCH_FN(native::copyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(native::copyFromAndResize));
+  m.impl("_local_scalar_dense", TORCH_FN(native::localScalarDense));
+  m.impl("record_stream", TORCH_FN(native::recordStream));
+}
+// LITERALINCLUDE END: MINIMAL_OPERATOR_SET
+
+}  // namespace torch_openreg

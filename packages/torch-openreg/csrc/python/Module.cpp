@@ -1,0 +1,125 @@
+// Module.cpp - torch_openreg._C: the few entry points the Python device
+// module (torch.openreg) needs that PyTorch's generic APIs do not provide.
+// Everything reachable through torch.accelerator, torch.Stream or
+// torch.Event is deliberately not duplicated here.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/Fallback.h"
+#include <c10/core/DeviceGuard.h>
+
+#include "runtime/Check.h"
+#include "runtime/Device.h"
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Generator.h"
+#include "runtime/Serialization.h"
+#include "runtime/Stream.h"
+
+namespace py = pybind11;
+
+namespace torch_openreg {
+namespace {
+
+FallbackMode parseMode(const std::string& name) {
+  if (name == "warn") return FallbackMode::Warn;
+  if (name == "silent") return FallbackMode::Silent;
+  if (name == "error") return FallbackMode::Error;
+  TORCH_CHECK_VALUE(false, "fallback mode must be 'warn', 'silent' or 'error', not '", name, "'");
+}
+
+const char* modeName(FallbackMode mode) {
+  switch (mode) {
+    case FallbackMode::Warn: return "warn";
+    case FallbackMode::Silent: return "silent";
+    case FallbackMode::Error: return "error";
+  }
+  return "warn";
+}
+
+// The caching allocator's statistics under the keys torch.cuda.memory_stats
+// uses ("allocated_bytes.all.current", ...), so tools written for CUDA read them.
+py::dict memoryStats(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  auto stats = deviceAllocator()->getDeviceStats(device);
+  py::dict out;
+  auto addArray = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
+    const char* pools[] = {"all", "small_pool", "large_pool"};
+    for (size_t i = 0; i < array.size(); ++i) {
+      std::string prefix = std::string(name) + "." + pools[i] + ".";
+      out[py::str(prefix + "current")] = array[i].current;
+      out[py::str(prefix + "peak")] = array[i].peak;
+      out[py::str(prefix + "allocated")] = array[i].allocated;
+      out[py::str(prefix + "freed")] = array[i].freed;
+    }
+  };
+  addArray("allocation", stats.allocation);
+  addArray("segment", stats.segment);
+  addArray("active", stats.active);
+  addArray("inactive_split", stats.inactive_split);
+  addArray("allocated_bytes", stats.allocated_bytes);
+  addArray("reserved_bytes", stats.reserved_bytes);
+  addArray("active_bytes", stats.active_bytes);
+  addArray("inactive_split_bytes", stats.inactive_split_bytes);
+  addArray("requested_bytes", stats.requested_bytes);
+  out["num_alloc_retries"] = stats.num_alloc_retries;
+  out["num_ooms"] = stats.num_ooms;
+  out["num_sync_all_streams"] = stats.num_sync_all_streams;
+  out["num_device_alloc"] = stats.num_device_alloc;
+  out["num_device_free"] = stats.num_device_free;
+  return out;
+}
+
+c10::Stream streamOf(int64_t id, int device) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                     id);
+}
+
+}  // namespace
+}  // namespace torch_openreg
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_openreg;
+  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("_set_device", [](int device) { setDevice(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_exchange_device", [](int device) {
+    return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
+  });
+  m.def("_has_primary_context", [](int device) { return deviceInitialized(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(defaultGenerator(static_cast<c10::DeviceIndex>(device))));
+  });
+  m.def("_synchronize", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+    py::gil_scoped_release unlocked;
+    OPENREG_CHECK(orDeviceSynchronize());
+  });
+  // Streams cross into Python as (stream_id, device_index); torch.Stream
+  // takes them apart and back the same way.
+  m.def("_current_stream", [](int device) { return currentStream(static_cast<c10::DeviceIndex>(device)).id(); });
+  m.def("_default_stream", [](int device) { return defaultStream(static_cast<c10::DeviceIndex>(device)).id(); });
+  m.def("_exchange_stream", [](int64_t id, int device) { return exchangeStream(streamOf(id, device)).id(); });
+  m.def("_memory_stats", [](int device) { return memoryStats(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    deviceAllocator()->resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_accumulated_memory_stats", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_empty_cache", [] { deviceAllocator()->emptyCache({0, 0}); });
+  m.def("_mem_get_info", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_fallback_counts", [] { return fallbackCounts(); });
+  m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
+  m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseMode(mode)); });
+  m.def("_get_fallback_mode", [] { return std::string(modeName(fallbackMode())); });
+  m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });
+  m.def("_get_layout_tag", [](const at::Tensor& t) { return layoutTag(t); });
+}

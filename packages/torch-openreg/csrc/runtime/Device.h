@@ -1,0 +1,22 @@
+// Device.h - the current device and device count, as the rest of the backend
+// and PyTorch's hooks see them. Thin wrappers over orGetDevice/orSetDevice
+// that validate indices with messages a user can act on.
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace torch_openreg {
+
+// Number of devices; 0 (never an exception) if the runtime cannot start.
+c10::DeviceIndex deviceCount() noexcept;
+c10::DeviceIndex currentDevice();
+void setDevice(c10::DeviceIndex device);
+// Sets device and returns the previous current device.
+c10::DeviceIndex exchangeDevice(c10::DeviceIndex device);
+// Throws unless 0 <= device < deviceCount(), naming the valid range.
+void checkDeviceIndex(c10::DeviceIndex device);
+// Whether the caching allocator has taken memory from device yet.
+bool deviceInitialized(c10::DeviceIndex device);
+void markDeviceInitialized(c10::DeviceIndex device);
+
+}  // namespace torch_openreg

@@ -1,0 +1,467 @@
+// DeviceAllocator.cpp - a stream-aware caching allocator over orMalloc.
+//
+// LITERALINCLUDE START: ALLOCATOR_REUSE_NOTE
+// Note [How the caching allocator reuses memory]
+// orMalloc waits for the whole device on free (as cudaFree does) and costs a
+// free-list search, so freed tensor memory is kept in per-device pools and
+// handed out again. A block belongs to the stream it was allocated on: work
+// on that stream is ordered, so the block can be reused on it at once. If
+// the block was also used on other streams (Tensor.record_stream), freeing
+// it records an event on each of them, and the block returns to its pool
+// only after all those events completed. Requests up to 1 MiB share 2 MiB
+// segments; larger ones get segments of their own, rounded to 2 MiB, and
+// both are split so the unused rest of a segment serves later requests.
+// On out-of-memory, cached free segments are returned to the runtime and
+// the request is retried once before torch.OutOfMemoryError is raised.
+// LITERALINCLUDE END: ALLOCATOR_REUSE_NOTE
+#include "runtime/DeviceAllocator.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/env.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/Check.h"
+#include "runtime/Device.h"
+#include "runtime/Stream.h"
+
+namespace torch_openreg {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;              // every size is rounded to this
+constexpr size_t kSmallSize = size_t{1} << 20;     // largest "small" request
+constexpr size_t kSmallSegment = size_t{2} << 20;  // segment size for small requests
+constexpr size_t kMinLargeSegment = size_t{10} << 20;
+constexpr size_t kLargeSegment = size_t{20} << 20;  // segment for mid-size requests
+constexpr size_t kRoundLarge = size_t{2} << 20;
+
+constexpr size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+struct Block {
+  c10::DeviceIndex device = 0;
+  orStream_t stream = nullptr;  // the stream it was allocated on
+  size_t size = 0;
+  size_t requested = 0;
+  char* ptr = nullptr;
+  bool small = false;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  std::set<orStream_t> otherStreams;  // from record_stream
+  int pendingEvents = 0;
+
+  bool wholeSegment() const { return prev == nullptr && next == nullptr; }
+};
+
+// Pools order blocks by (stream, size, address): best fit on one stream.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return a->ptr < b->ptr;
+  }
+};
+using Pool = std::set<Block*, BlockOrder>;
+
+void updateStat(StatArray& stats, bool small, int64_t delta) {
+  for (auto type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
+    Stat& stat = stats[static_cast<size_t>(type)];
+    if (delta >= 0) {
+      stat.increase(static_cast<size_t>(delta));
+    } else {
+      stat.decrease(static_cast<size_t>(-delta));
+    }
+  }
+}
+
+std::string formatBytes(size_t bytes) {
+  if (bytes >= (size_t{1} << 30)) return c10::str(bytes / double(size_t{1} << 30), " GiB");
+  if (bytes >= (size_t{1} << 20)) return c10::str(bytes / double(size_t{1} << 20), " MiB");
+  return c10::str(bytes, " bytes");
+}
+
+// All cached state of one device. Every member is guarded by mutex.
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device, bool caching) : device_(device), caching_(caching) {}
+
+  Block* allocate(size_t requested, orStream_t stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    completeFinishedFrees();
+    size_t size = roundUp(std::max<size_t>(requested, 1), kMinBlockSize);
+    bool small = size <= kSmallSize;
+    Block* block = takeFree(small, size, stream);
+    if (block == nullptr) block = newSegment(small, size, stream, lock);
+    if (block->size - size >= (small ? kMinBlockSize : kSmallSize + 1)) split(block, size);
+    updateStat(stats_.active, small, 1);
+    updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
+    block->allocated = true;
+    block->requested = requested;
+    updateStat(stats_.allocation, small, 1);
+    updateStat(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
+    updateStat(stats_.requested_bytes, small, static_cast<int64_t>(requested));
+    return block;
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    updateStat(stats_.allocation, block->small, -1);
+    updateStat(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
+    updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
+    if (block->otherStreams.empty()) {
+      release(block);
+      return;
+    }
+    // Note [How the caching allocator reuses memory]: wait for other streams.
+    for (orStream_t stream : block->otherStreams) {
+      // The event belongs to the stream's device, which may not be this one.
+      int streamDevice = 0;
+      OPENREG_CHECK(orStreamGetDevice(stream, &streamDevice));
+      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1,
+                                         static_cast<c10::DeviceIndex>(streamDevice)));
+      orEvent_t event = nullptr;
+      OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+      OPENREG_CHECK(orEventRecord(event, stream));
+      pending_.emplace_back(event, block);
+      ++block->pendingEvents;
+    }
+    block->otherStreams.clear();
+  }
+
+  void recordStream(Block* block, orStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stream != block->stream) block->otherStreams.insert(stream);
+  }
+
+  void emptyCache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waitForAllFrees();
+    releaseCachedSegments();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void resetAccumulated() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forEachStatArray([](StatArray& array) {
+      for (Stat& stat : array) stat.reset_accumulated();
+    });
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
+  void resetPeak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forEachStatArray([](StatArray& array) {
+      for (Stat& stat : array) stat.reset_peak();
+    });
+  }
+
+  size_t allocatedBytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_.allocated_bytes[0].current;
+  }
+  size_t reservedBytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_.reserved_bytes[0].current;
+  }
+
+ private:
+  template <typename F>
+  void forEachStatArray(F f) {
+    for (StatArray* array :
+         {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+          &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+          &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+      f(*array);
+    }
+  }
+
+  Pool& pool(bool small) { return small ? small_ : large_; }
+
+  Block* takeFree(bool small, size_t size, orStream_t stream) {
+    Block key;
+    key.stream = stream;
+    key.size = size;
+    Pool& candidates = pool(small);
+    auto it = candidates.lower_bound(&key);
+    if (it == candidates.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    candidates.erase(it);
+    if (!block->wholeSegment()) {
+      updateStat(stats_.inactive_split, small, -1);
+      updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+    }
+    return block;
+  }
+
+  // Asks the runtime for a new segment; on out-of-memory gives back every
+  // cached segment and tries once more before raising OutOfMemoryError.
+  Block* newSegment(bool small, size_t size, orStream_t stream, std::unique_lock<std::mutex>& lock) {
+    size_t segment = small ? kSmallSegment
+                     : size < kMinLargeSegment ? kLargeSegment
+                                               : roundUp(size, kRoundLarge);
+    if (!caching_) segment = size;
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    void* ptr = nullptr;
+    orError_t status = orMalloc(&ptr, segment);
+    if (status == orErrorMemoryAllocation) {
+      ++stats_.num_alloc_retries;
+      waitForAllFrees();
+      releaseCachedSegments();
+      status = orMalloc(&ptr, segment);
+    }
+    if (status == orErrorMemoryAllocation) {
+      ++stats_.num_ooms;
+      size_t free = 0, total = 0;
+      orMemGetInfo(&free, &total);
+      size_t allocated = stats_.allocated_bytes[0].current;
+      size_t reserved = stats_.reserved_bytes[0].current;
+      lock.unlock();
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory. Tried to allocate ",
+                       formatBytes(size), ". openreg:", static_cast<int>(device_),
+                       " has a total capacity of ", formatBytes(total), " of which ",
+                       formatBytes(free), " is free. Of the memory in use, ",
+                       formatBytes(allocated), " is allocated by PyTorch, and ",
+                       formatBytes(reserved - allocated),
+                       " is reserved by PyTorch but unallocated. Free tensors you no longer "
+                       "need, or raise the capacity with OPENREG_DEVICE_MEMORY.");
+    }
+    OPENREG_CHECK(status);
+    ++stats_.num_device_alloc;
+    markDeviceInitialized(device_);
+    auto* block = new Block();
+    block->device = device_;
+    block->stream = stream;
+    block->size = segment;
+    block->ptr = static_cast<char*>(ptr);
+    block->small = small;
+    updateStat(stats_.segment, small, 1);
+    updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(segment));
+    return block;
+  }
+
+  // Cuts block down to size; the rest becomes a free block of the same segment.
+  void split(Block* block, size_t size) {
+    auto* rest = new Block();
+    rest->device = block->device;
+    rest->stream = block->stream;
+    rest->small = block->small;
+    rest->ptr = block->ptr + size;
+    rest->size = block->size - size;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    updateStat(stats_.inactive_split, rest->small, 1);
+    updateStat(stats_.inactive_split_bytes, rest->small, static_cast<int64_t>(rest->size));
+    pool(rest->small).insert(rest);
+  }
+
+  // Returns a block no stream still uses to its pool, merged with free
+  // neighbours; without caching, whole segments go straight back.
+  void release(Block* block) {
+    updateStat(stats_.active, block->small, -1);
+    updateStat(stats_.active_bytes, block->small, -static_cast<int64_t>(block->size));
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated || neighbour->pendingEvents > 0) continue;
+      pool(neighbour->small).erase(neighbour);
+      updateStat(stats_.inactive_split, neighbour->small, -1);
+      updateStat(stats_.inactive_split_bytes, neighbour->small, -static_cast<int64_t>(neighbour->size));
+      merge(block, neighbour);
+    }
+    if (block->wholeSegment() && !caching_) {
+      freeSegment(block);
+      return;
+    }
+    if (!block->wholeSegment()) {
+      updateStat(stats_.inactive_split, block->small, 1);
+      updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
+    }
+    pool(block->small).insert(block);
+  }
+
+  // Folds neighbour (free, adjacent) into block.
+  void merge(Block* block, Block* neighbour) {
+    if (neighbour == block->prev) {
+      block->ptr = neighbour->ptr;
+      block->prev = neighbour->prev;
+      if (block->prev != nullptr) block->prev->next = block;
+    } else {
+      block->next = neighbour->next;
+      if (block->next != nullptr) block->next->prev = block;
+    }
+    block->size += neighbour->size;
+    delete neighbour;
+  }
+
+  void freeSegment(Block* block) {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    orFree(block->ptr);  // cannot fail for a live segment; never lose memory on error
+    ++stats_.num_device_free;
+    updateStat(stats_.segment, block->small, -1);
+    updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+    delete block;
+  }
+
+  void releaseCachedSegments() {
+    for (Pool* candidates : {&small_, &large_}) {
+      for (auto it = candidates->begin(); it != candidates->end();) {
+        Block* block = *it;
+        if (!block->wholeSegment()) {
+          ++it;
+          continue;
+        }
+        it = candidates->erase(it);
+        freeSegment(block);
+      }
+    }
+  }
+
+  void finishPendingFree(Block* block) {
+    if (--block->pendingEvents == 0) release(block);
+  }
+
+  // Returns blocks whose other-stream work has finished to their pools.
+  void completeFinishedFrees() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      orError_t status = orEventQuery(it->first);
+      if (status == orErrorNotReady) {
+        ++it;
+        continue;
+      }
+      orEventDestroy(it->first);
+      finishPendingFree(it->second);
+      it = pending_.erase(it);
+    }
+  }
+
+  void waitForAllFrees() {
+    for (auto& [event, block] : pending_) {
+      orEventSynchronize(event);  // a sticky error must not leak the block
+      orEventDestroy(event);
+      finishPendingFree(block);
+    }
+    pending_.clear();
+  }
+
+  const c10::DeviceIndex device_;
+  const bool caching_;
+  std::mutex mutex_;
+  Pool small_, large_;
+  std::deque<std::pair<orEvent_t, Block*>> pending_;
+  DeviceStats stats_;
+};
+
+void deleteBlock(void* context);
+
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_CLASS
+class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t size) override {
+    c10::DeviceIndex device = currentDevice();
+    if (size == 0) return {nullptr, nullptr, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
+    Block* block = cache(device).allocate(size, nativeStream(currentStream(device)));
+    reportToProfiler(block->ptr, static_cast<int64_t>(block->size), device);
+    return {block->ptr, block, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &deleteBlock; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
+  }
+
+  bool initialized() override { return true; }
+
+  void emptyCache(c10::MempoolId_t /*pool*/) override {
+    for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) cache(d).emptyCache();
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    if (ptr.get() == nullptr) return;
+    TORCH_CHECK(ptr.get_deleter() == &deleteBlock,
+                "record_stream: the tensor's memory does not come from the openreg allocator");
+    checkStream(stream);
+    auto* block = static_cast<Block*>(ptr.get_context());
+    cache(block->device).recordStream(block, nativeStream(stream));
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override { return cache(device).stats(); }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { cache(device).resetAccumulated(); }
+  void resetPeakStats(c10::DeviceIndex device) override { cache(device).resetPeak(); }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+    size_t free = 0, total = 0;
+    OPENREG_CHECK(orMemGetInfo(&free, &total));
+    return {free, total};
+  }
+
+  void free(Block* block) {
+    c10::DeviceIndex device = block->device;
+    size_t size = block->size;
+    void* ptr = block->ptr;
+    cache(device).free(block);
+    reportToProfiler(ptr, -static_cast<int64_t>(size), device);
+  }
+
+ private:
+  // torch.profiler's memory view; the statistics are read only while it listens.
+  void reportToProfiler(void* ptr, int64_t delta, c10::DeviceIndex device) {
+    if (!c10::memoryProfilingEnabled()) return;
+    c10::reportMemoryUsageToProfiler(ptr, delta, cache(device).allocatedBytes(),
+                                     cache(device).reservedBytes(),
+                                     c10::Device(c10::DeviceType::PrivateUse1, device));
+  }
+
+  DeviceCache& cache(c10::DeviceIndex device) {
+    checkDeviceIndex(device);
+    std::call_once(created_, [this] {
+      // PYTORCH_NO_OPENREG_MEMORY_CACHING=1 sends every free straight back to
+      // the runtime, as PYTORCH_NO_CUDA_MEMORY_CACHING does, for debugging.
+      bool caching = c10::utils::get_env("PYTORCH_NO_OPENREG_MEMORY_CACHING") != "1";
+      for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+        caches_.push_back(std::make_unique<DeviceCache>(d, caching));
+      }
+    });
+    return *caches_[device];
+  }
+
+  std::once_flag created_;
+  std::vector<std::unique_ptr<DeviceCache>> caches_;
+};
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_CLASS
+
+OpenRegDeviceAllocator allocatorInstance;
+
+void deleteBlock(void* context) {
+  if (context != nullptr) allocatorInstance.free(static_cast<Block*>(context));
+}
+
+}  // namespace
+
+c10::DeviceAllocator* deviceAllocator() { return &allocatorInstance; }
+
+// LITERALINCLUDE START: REGISTER_DEVICE_ALLOCATOR
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocatorInstance);
+// LITERALINCLUDE END: REGISTER_DEVICE_ALLOCATOR
+
+}  // namespace torch_openreg

@@ -1,0 +1,56 @@
+// Generator.cpp - openreg generators reuse the CPU generator's engine
+// (mt19937), so random operators can run PyTorch's CPU kernels on device
+// memory and a seed gives the same stream of numbers on every machine. Each
+// device has its own default generator, so devices are independent.
+#include "runtime/Generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+#include <vector>
+
+#include "runtime/Device.h"
+
+namespace torch_openreg {
+namespace {
+
+// LITERALINCLUDE START: GENERATOR_IMPL
+class OpenRegGeneratorImpl final : public at::CPUGeneratorImpl {
+ public:
+  explicit OpenRegGeneratorImpl(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val)
+      : at::CPUGeneratorImpl(seed) {
+    device_ = c10::Device(c10::DeviceType::PrivateUse1, device);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  }
+
+ private:
+  OpenRegGeneratorImpl* clone_impl() const override {
+    auto* copy = new OpenRegGeneratorImpl(device_.index());
+    copy->set_state(*get_state());  // engine, seed and cached normal samples
+    return copy;
+  }
+};
+// LITERALINCLUDE END: GENERATOR_IMPL
+
+}  // namespace
+
+const at::Generator& defaultGenerator(c10::DeviceIndex device) {
+  static std::once_flag created;
+  static std::vector<at::Generator> generators;
+  std::call_once(created, [] {
+    for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+      generators.push_back(at::make_generator<OpenRegGeneratorImpl>(d));
+    }
+  });
+  if (device == -1) device = currentDevice();
+  checkDeviceIndex(device);
+  return generators[device];
+}
+
+at::Generator newGenerator(c10::DeviceIndex device) {
+  if (device == -1) device = currentDevice();
+  checkDeviceIndex(device);
+  return at::make_generator<OpenRegGeneratorImpl>(device);
+}
+
+}  // namespace torch_openreg

@@ -1,0 +1,212 @@
+"""Misuse is reported clearly: bad device indices, tensors of different
+devices in one operation, streams of another device; and several Python
+threads driving their own streams at once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+OUT_OF_RANGE = r"openreg device index 9 is out of range: there are 2 openreg devices"
+SAME_DEVICE = "Expected all tensors to be on the same device"
+PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
+
+
+# ------------------------------------------------------------ device indices
+
+
+@pytest.mark.parametrize("action", [
+    lambda: torch.empty(2, device="openreg:9"),
+    lambda: torch.zeros(2, 2, device=torch.device("openreg", 9)),
+    lambda: torch.ones(3).to("openreg:9"),
+    lambda: torch.openreg.set_device(9),
+    lambda: torch.openreg.device(9).__enter__(),
+    lambda: torch.openreg.Stream(9),
+    lambda: torch.Stream("openreg:9"),
+    lambda: torch.openreg.current_stream(9),
+    lambda: torch.openreg.default_stream(9),
+    lambda: torch.openreg.synchronize(9),
+    lambda: torch.openreg.memory_allocated(9),
+    lambda: torch.openreg.get_rng_state(9),
+    lambda: torch.accelerator.set_device_index(9),
+    lambda: torch.Generator(device="openreg:9"),
+], ids=["empty", "zeros", "to", "set_device", "device_ctx", "Stream", "torch.Stream",
+        "current_stream", "default_stream", "synchronize", "memory_allocated", "rng_state",
+        "accelerator", "Generator"])
+def test_bad_device_index_is_a_clear_error(action):
+    with pytest.raises((IndexError, RuntimeError), match=OUT_OF_RANGE):
+        action()
+    assert torch.openreg.current_device() == 0
+
+
+def test_bad_device_index_message_names_the_range():
+    with pytest.raises(IndexError) as info:
+        torch.empty(1, device="openreg:9")
+    assert "valid indices 0 to 1" in str(info.value)
+    assert "OPENREG_DEVICE_COUNT" in str(info.value)
+
+
+# --------------------------------------------------------- mixing devices
+
+
+def _pairs():
+    a = torch.randn(3, 3)
+    return a, torch.randn(3, 3)
+
+
+@pytest.mark.parametrize("first, second", [
+    ("openreg:0", "openreg:1"), ("openreg:1", "openreg:0"), ("openreg:0", "cpu"),
+    ("cpu", "openreg:0"), ("openreg:1", "cpu"),
+])
+@pytest.mark.parametrize("op", [
+    lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x @ y, lambda x, y: torch.mm(x, y),
+    lambda x, y: torch.cat([x, y]), lambda x, y: torch.stack([x, y]),
+    lambda x, y: torch.where(x > 0, x, y), lambda x, y: torch.addmm(x, x, y),
+    lambda x, y: torch.maximum(x, y), lambda x, y: x.add_(y),
+    lambda x, y: torch.nn.functional.linear(x, y),
+    lambda x, y: x.index_select(0, y.long().abs().clamp(max=2)[0]),
+], ids=["add", "mul", "matmul", "mm", "cat", "stack", "where", "addmm", "maximum", "add_",
+        "linear", "index_select"])
+def test_mixing_devices_is_rejected(op, first, second):
+    a, b = _pairs()
+    x, y = a.to(first), b.to(second)
+    with pytest.raises(RuntimeError, match=SAME_DEVICE):
+        op(x, y)
+    # The operands are untouched.
+    assert torch.equal(x.cpu(), a) and torch.equal(y.cpu(), b)
+
+
+def test_error_names_both_devices():
+    with pytest.raises(RuntimeError) as info:
+        torch.mm(torch.ones(2, 2, device="openreg:0"), torch.ones(2, 2, device="openreg:1"))
+    assert "openreg:0" in str(info.value) and "openreg:1" in str(info.value)
+
+
+def test_cpu_scalars_and_cpu_indices_are_accepted():
+    x = torch.arange(6, dtype=torch.float32).to("openreg")
+    cpu = torch.arange(6, dtype=torch.float32)
+    scalar = torch.tensor(2.0)
+    torch.testing.assert_close((x * scalar).cpu(), cpu * 2)
+    torch.testing.assert_close(torch.maximum(x, scalar).cpu(), torch.maximum(cpu, scalar))
+    torch.testing.assert_close(x[torch.tensor([0, 5])].cpu(), cpu[torch.tensor([0, 5])])
+    x[torch.tensor([1, 2])] = torch.tensor(9.0)
+    cpu[torch.tensor([1, 2])] = 9.0
+    torch.testing.assert_close(x.cpu(), cpu)
+    # Copies between devices are explicit and allowed.
+    y = torch.empty(6, device="openreg:1")
+    y.copy_(x)
+    torch.testing.assert_close(y.cpu(), cpu)
+
+
+def test_foreach_operators_work_per_device():
+    tensors = [torch.ones(3, device="openreg:0"), torch.ones(2, device="openreg:1")]
+    torch._foreach_add_(tensors, 1.0)
+    assert [t.cpu().tolist() for t in tensors] == [[2.0] * 3, [2.0] * 2]
+
+
+# ------------------------------------------------------ streams and devices
+
+
+def _forged_stream() -> torch.Stream:
+    """A stream of openreg:1 claiming to belong to openreg:0."""
+    real = torch.openreg.Stream(1)
+    return torch.Stream(stream_id=real.stream_id, device_index=0, device_type=PRIVATEUSE1)
+
+
+@pytest.mark.parametrize("use", [
+    lambda s: torch.openreg.set_stream(s),
+    lambda s: torch.openreg.stream(s).__enter__(),
+    lambda s: torch.accelerator.set_stream(s),
+    lambda s: s.__enter__(),
+], ids=["set_stream", "stream_ctx", "accelerator", "torch.Stream_ctx"])
+def test_stream_of_another_device_is_rejected(use):
+    forged = _forged_stream()
+    with pytest.raises(RuntimeError, match="belongs to openreg:1, not to openreg:0"):
+        use(forged)
+    assert torch.openreg.current_stream(0) == torch.openreg.default_stream(0)
+    assert torch.openreg.current_stream(1) == torch.openreg.default_stream(1)
+
+
+def test_unknown_stream_is_rejected():
+    bogus = torch.Stream(stream_id=987654, device_index=0, device_type=PRIVATEUSE1)
+    with pytest.raises(RuntimeError, match="not a live stream"):
+        torch.openreg.set_stream(bogus)
+    assert torch.openreg.current_stream() == torch.openreg.default_stream()
+
+
+def test_non_openreg_stream_is_rejected():
+    with pytest.raises(ValueError, match="openreg stream"):
+        torch.openreg.set_stream(torch.Stream("cpu"))
+
+
+def test_event_recorded_on_a_stream_of_another_device_is_rejected():
+    event = torch.Event("openreg:0")
+    event.record(torch.openreg.Stream(0))
+    with pytest.raises(RuntimeError, match="openreg"):
+        event.record(torch.openreg.Stream(1))
+
+
+# ------------------------------------------------------------------ threads
+
+
+def test_threads_drive_their_own_streams_concurrently():
+    errors: list[str] = []
+    results: dict[tuple[int, int], bool] = {}
+    start = threading.Barrier(4)
+
+    def worker(index: int) -> None:
+        device = index % 2
+        try:
+            torch.openreg.set_device(device)
+            stream = torch.openreg.Stream()
+            start.wait(timeout=30)
+            with torch.openreg.stream(stream):
+                assert torch.openreg.current_stream() == stream
+                for step in range(15):
+                    host = torch.arange(4096, dtype=torch.float32) + 100 * index + step
+                    pinned = host.pin_memory()
+                    on_device = pinned.to("openreg", non_blocking=True)
+                    other = on_device.to(f"openreg:{1 - device}").to(f"openreg:{device}")
+                    result = (other * 2 - 1).sin().sum()
+                    wide = on_device.to(torch.float64)
+                    back = torch.empty(4096, dtype=torch.float64).pin_memory()
+                    back.copy_(wide, non_blocking=True)
+                    stream.synchronize()
+                    expected = (host * 2 - 1).sin().sum()
+                    results[(index, step)] = (
+                        torch.allclose(result.cpu(), expected)
+                        and torch.equal(back, host.double())
+                        and on_device.device.index == device)
+            assert torch.openreg.current_stream() == torch.openreg.default_stream(device)
+        except Exception as error:  # reported by the main thread
+            errors.append(f"thread {index}: {type(error).__name__}: {error}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    assert len(results) == 4 * 15 and all(results.values())
+    # The main thread's state is untouched.
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream() == torch.openreg.default_stream()
+
+
+def test_threads_share_the_caching_allocator():
+    before = torch.openreg.memory_allocated(0)
+
+    def churn() -> None:
+        for _ in range(200):
+            x = torch.empty(1000, device="openreg:0")
+            del x
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert torch.openreg.memory_allocated(0) == before

@@ -1,0 +1,188 @@
+"""The global CPU fallback: results equal to CPU, per-operator counts, the
+'warn' / 'silent' / 'error' modes, and OPENREG_FALLBACK."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+
+def _fallback_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "openreg has no kernel for" in str(w.message)]
+
+
+def _counts_for(prefix: str) -> int:
+    return sum(n for name, n in torch.openreg.fallback_counts().items() if name.startswith(prefix))
+
+
+def test_ops_without_kernels_match_cpu():
+    torch.manual_seed(0)
+    a, b = torch.randn(6, 5), torch.randn(6, 5)
+    m = torch.randn(5, 4)
+    ra, rb, rm = a.openreg(), b.openreg(), m.openreg()
+    cases = [
+        (torch.sin(ra), torch.sin(a)),
+        (ra + rb, a + b),
+        (ra * 2.5 - rb, a * 2.5 - b),
+        (ra @ rm, a @ m),
+        (ra.sum(dim=1), a.sum(dim=1)),
+        (torch.softmax(ra, dim=-1), torch.softmax(a, dim=-1)),
+        (torch.cat([ra, rb]), torch.cat([a, b])),
+        (ra[rb > 0], a[b > 0]),
+        (ra.t()[1:3].exp(), a.t()[1:3].exp()),
+        (torch.where(ra > rb, ra, rb), torch.where(a > b, a, b)),
+        (ra.argmax(dim=0), a.argmax(dim=0)),
+        (ra.to(torch.int32) // 2, a.to(torch.int32) // 2),
+    ]
+    for result, expected in cases:
+        assert result.device == torch.device("openreg", 0)
+        assert result.dtype == expected.dtype
+        torch.testing.assert_close(result.cpu(), expected)
+    # In-place and out= variants write back into the openreg tensor.
+    target = ra.clone()
+    target.add_(rb).mul_(2)
+    torch.testing.assert_close(target.cpu(), (a + b) * 2)
+    out = torch.empty(6, 5, device="openreg")
+    torch.cos(ra, out=out)
+    torch.testing.assert_close(out.cpu(), torch.cos(a))
+    # On device 1 as well; results stay there.
+    on1 = (a.openreg(1) * b.openreg(1)).sum()
+    assert on1.device == torch.device("openreg", 1)
+    torch.testing.assert_close(on1.cpu(), (a * b).sum())
+
+
+def test_autograd_through_the_fallback():
+    x = torch.randn(4, 3)
+    w = torch.randn(3, 2)
+    rx = x.openreg().requires_grad_()
+    rw = w.openreg().requires_grad_()
+    (rx @ rw).tanh().sum().backward()
+    cx, cw = x.clone().requires_grad_(), w.clone().requires_grad_()
+    (cx @ cw).tanh().sum().backward()
+    assert rx.grad.device == torch.device("openreg", 0)
+    torch.testing.assert_close(rx.grad.cpu(), cx.grad)
+    torch.testing.assert_close(rw.grad.cpu(), cw.grad)
+
+
+def test_warn_mode_warns_once_per_operator_and_counts():
+    x = torch.randn(8).openreg()
+    torch.openreg.reset_fallback_counts()
+    torch.openreg.set_fallback_mode("warn")
+    assert torch.openreg.get_fallback_mode() == "warn"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.sin(x)
+        torch.sin(x)
+        torch.sin(x)
+    messages = _fallback_warnings(caught)
+    assert len(messages) == 1, messages
+    assert "aten::sin" in messages[0]
+    assert _counts_for("aten::sin") == 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cos(x)
+        torch.sin(x)
+    messages = _fallback_warnings(caught)
+    assert len(messages) == 1 and "aten::cos" in messages[0], messages
+    counts = torch.openreg.fallback_counts()
+    assert _counts_for("aten::sin") == 4 and _counts_for("aten::cos") == 1
+    assert all(name.startswith("aten::") and n > 0 for name, n in counts.items())
+
+
+def test_counts_per_operator_and_reset():
+    x = torch.randn(4).openreg()
+    torch.openreg.reset_fallback_counts()
+    assert torch.openreg.fallback_counts() == {}
+    x + x
+    x + x
+    torch.tanh(x)
+    counts = torch.openreg.fallback_counts()
+    assert _counts_for("aten::add") == 2
+    assert _counts_for("aten::tanh") == 1
+    assert _counts_for("aten::sin") == 0
+    # Native kernels are not counted.
+    x.clone()
+    x.to("openreg:1")
+    x.cpu()
+    torch.empty(3, device="openreg")
+    assert torch.openreg.fallback_counts() == counts
+    torch.openreg.reset_fallback_counts()
+    assert torch.openreg.fallback_counts() == {}
+    # The returned dict is a snapshot.
+    snapshot = torch.openreg.fallback_counts()
+    snapshot["aten::fake"] = 1
+    assert "aten::fake" not in torch.openreg.fallback_counts()
+
+
+def test_reset_makes_warn_mode_warn_again():
+    x = torch.randn(4).openreg()
+    torch.openreg.set_fallback_mode("warn")
+    torch.openreg.reset_fallback_counts()
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.exp(x)
+            torch.exp(x)
+        assert len(_fallback_warnings(caught)) == 1
+        torch.openreg.reset_fallback_counts()
+
+
+def test_silent_mode_does_not_warn_but_counts():
+    x = torch.randn(4).openreg()
+    torch.openreg.set_fallback_mode("silent")
+    torch.openreg.reset_fallback_counts()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch.sigmoid(x)
+    assert _fallback_warnings(caught) == []
+    assert _counts_for("aten::sigmoid") == 1
+    torch.testing.assert_close(result.cpu(), torch.sigmoid(x.cpu()))
+
+
+def test_error_mode_raises_naming_the_operator():
+    x = torch.randn(4).openreg()
+    torch.openreg.set_fallback_mode("error")
+    assert torch.openreg.get_fallback_mode() == "error"
+    with pytest.raises(NotImplementedError, match="aten::sin"):
+        torch.sin(x)
+    with pytest.raises(NotImplementedError, match="aten::mul"):
+        x * x
+    # Native kernels keep working.
+    assert torch.equal(x.clone().cpu(), x.cpu())
+    assert x.to("openreg:1").device.index == 1
+    torch.openreg.set_fallback_mode("silent")
+    torch.testing.assert_close(torch.sin(x).cpu(), torch.sin(x.cpu()))
+
+
+def test_invalid_mode_is_rejected():
+    before = torch.openreg.get_fallback_mode()
+    with pytest.raises(ValueError, match="warn"):
+        torch.openreg.set_fallback_mode("loud")
+    assert torch.openreg.get_fallback_mode() == before
+
+
+def test_default_mode_is_warn(fresh_facts):
+    assert fresh_facts["fallback_mode"] == "warn"
+
+
+def test_fallback_environment_variable(python):
+    facts = python.json("""
+        import json, torch
+        facts = {"mode": torch.openreg.get_fallback_mode()}
+        x = torch.arange(4.0).to("openreg")
+        try:
+            torch.sin(x)
+            facts["sin"] = "ran"
+        except NotImplementedError as error:
+            facts["sin"] = str(error)
+        facts["copy"] = x.cpu().tolist()
+        torch.openreg.set_fallback_mode("silent")
+        facts["after"] = torch.sin(x).cpu().tolist() == torch.sin(x.cpu()).tolist()
+        print(json.dumps(facts))
+    """, env={"OPENREG_FALLBACK": "error"})
+    assert facts["mode"] == "error"
+    assert "aten::sin" in facts["sin"] and "OPENREG_FALLBACK" in facts["sin"]
+    assert facts["copy"] == [0.0, 1.0, 2.0, 3.0]
+    assert facts["after"] is True

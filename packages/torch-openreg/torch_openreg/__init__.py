@@ -1,0 +1,66 @@
+"""torch_openreg: the PrivateUse1 backend "openreg" for PyTorch.
+
+Importing this package (which `import torch` does through the
+``torch.backends`` entry point unless TORCH_DEVICE_BACKEND_AUTOLOAD=0)
+registers the device once per process: the C++ extension registers the
+guard, hooks, allocators, generator, serialization and operators at load
+time; this file renames PrivateUse1 to "openreg", installs the device
+module ``torch.openreg``, generates the ``.openreg()`` methods, and loads
+the installed layer packages (amp, distributed, onnx).
+"""
+
+import warnings
+
+import torch
+
+from torch_openreg._build_info import TORCH_VERSION as _BUILT_FOR_TORCH
+
+__all__ = ["_autoload"]
+
+
+def _torch_matches() -> bool:
+    return torch.__version__ == _BUILT_FOR_TORCH
+
+
+def _register() -> None:
+    # libopenreg must come from openreg_runtime's copy: load it first so the
+    # extension's dependency resolves to the already-loaded library.
+    import openreg_runtime  # noqa: F401
+
+    import torch_openreg._C  # noqa: F401  (C++ registrations run at load)
+    from torch_openreg import _dlpack, _extensions, openreg
+
+    # LITERALINCLUDE START: PYTHON_REGISTRATION
+    torch.utils.rename_privateuse1_backend("openreg")
+    torch._register_device_module("openreg", openreg)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    # LITERALINCLUDE END: PYTHON_REGISTRATION
+    _dlpack.install()
+    _extensions.load_all()
+
+
+# LITERALINCLUDE START: TORCH_VERSION_CHECK
+if _torch_matches():
+    _register()
+else:
+    warnings.warn(
+        f"torch_openreg was built for torch {_BUILT_FOR_TORCH} but torch {torch.__version__} is "
+        "installed; the openreg device is not registered. Rebuild torch-openreg against the "
+        "installed torch.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+# LITERALINCLUDE END: TORCH_VERSION_CHECK
+
+
+# LITERALINCLUDE START: AUTOLOAD
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group, called by ``import torch``.
+
+    Importing this package already registered the backend, or warned that it
+    could not; there is nothing left to do, and nothing here may raise, so
+    that ``import torch`` keeps working whatever state this package is in.
+    """
+# LITERALINCLUDE END: AUTOLOAD

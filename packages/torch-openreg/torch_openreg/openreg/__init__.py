@@ -1,0 +1,267 @@
+"""torch.openreg: the device module of the openreg backend.
+
+A superset of the upstream reference module and of the commonly used
+``torch.cuda`` API: device management, streams and events, synchronisation,
+random number generation, memory statistics, device properties, lazy
+initialisation and fork poisoning. Device arguments accept an index, a
+string ("openreg:1") or a torch.device, and default to the current device.
+"""
+
+import os
+import threading
+import warnings
+from typing import Any
+
+import openreg_runtime
+import torch
+
+import torch_openreg._C as _C
+from torch_openreg import _extensions
+from torch_openreg.openreg.memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from torch_openreg.openreg.random import (
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from torch_openreg.openreg.streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+from torch_openreg.openreg.utils import _device_index
+
+__all__ = [
+    "Event", "OutOfMemoryError", "Stream", "StreamContext", "current_device", "current_stream",
+    "default_generators", "default_stream", "device", "device_count", "device_of",
+    "empty_cache", "extensions", "fallback_counts", "get_amp_supported_dtype",
+    "get_device_capability", "get_device_name", "get_device_properties", "get_fallback_mode",
+    "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
+    "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
+    "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
+    "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_fallback_counts",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
+    "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
+]
+
+OutOfMemoryError = torch.OutOfMemoryError
+
+# ------------------------------------------------------------ initialisation
+
+_initialized = False
+_in_bad_fork = False
+_init_lock = threading.Lock()
+
+
+# LITERALINCLUDE START: LAZY_INIT_AND_FORK
+def _after_fork_in_child() -> None:
+    # Like CUDA: a child forked from a parent that used the device cannot use
+    # it (the runtime's worker threads do not survive fork).
+    global _initialized, _in_bad_fork
+    if is_initialized():
+        _initialized = False
+        _in_bad_fork = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _is_in_bad_fork() -> bool:
+    """Whether this is a child forked after openreg was initialised (torch.manual_seed asks)."""
+    return _in_bad_fork
+
+
+def _lazy_init() -> None:
+    global _initialized
+    if _initialized:
+        return
+    if _in_bad_fork:
+        raise RuntimeError(
+            "Cannot re-initialize openreg in forked subprocess. To use openreg with "
+            "multiprocessing, you must use the 'spawn' start method"
+        )
+    with _init_lock:
+        if not is_available():
+            raise RuntimeError("openreg is not available: no openreg devices (OPENREG_DEVICE_COUNT)")
+        _initialized = True
+# LITERALINCLUDE END: LAZY_INIT_AND_FORK
+
+
+def init() -> None:
+    """Initialise openreg eagerly (it otherwise happens on first use)."""
+    _lazy_init()
+
+
+def is_initialized() -> bool:
+    """Whether openreg has been initialised in this process."""
+    if _in_bad_fork:
+        return False
+    return _initialized or any(_C._has_primary_context(i) for i in range(device_count()))
+
+
+# ------------------------------------------------------------------- devices
+
+
+def is_available() -> bool:
+    """Whether at least one openreg device exists. Never initialises a device."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """Number of openreg devices (OPENREG_DEVICE_COUNT, default 2)."""
+    return _C._device_count()
+
+
+def current_device() -> int:
+    """Index of the calling thread's current openreg device."""
+    _lazy_init()
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    """Make ``device`` the calling thread's current openreg device."""
+    index = _device_index(device, optional=True)
+    if index >= 0:
+        _lazy_init()
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that makes ``device`` current, then restores the previous one.
+
+    ``None`` or a negative index leaves the current device alone.
+    """
+
+    def __init__(self, device: Any):
+        self.idx = _device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            _lazy_init()
+            self.prev_idx = _C._exchange_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.idx >= 0:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor ``obj`` current (no-op for CPU tensors)."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "openreg" else -1)
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work queued on every stream of ``device``."""
+    _lazy_init()
+    _C._synchronize(_device_index(device, optional=True, default_current=True))
+
+
+class _DeviceProperties:
+    """Properties of an openreg device, as ``torch.openreg.get_device_properties`` returns."""
+
+    def __init__(self, fields: dict):
+        self.name: str = fields["name"]
+        self.total_memory: int = fields["total_memory"]
+        self.major: int = fields["major"]
+        self.minor: int = fields["minor"]
+        self.multi_processor_count: int = fields["multi_processor_count"]
+
+    def __repr__(self) -> str:
+        return (f"_DeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    """Name, total memory, capability and processor count of ``device``."""
+    _lazy_init()
+    index = _device_index(device, optional=True, default_current=True)
+    # The runtime's own bindings already describe a device.
+    return _DeviceProperties(openreg_runtime.get_device_properties(index))
+
+
+def get_device_name(device: Any = None) -> str:
+    """Name of ``device``."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """Compute capability ``(major, minor)`` of ``device``."""
+    props = get_device_properties(device)
+    return props.major, props.minor
+
+
+# -------------------------------------------------------------------- autocast
+
+_warned_no_cast_policy = False
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("openreg")`` accepts.
+
+    The cast policies themselves come from the openreg-amp layer; without it,
+    autocast warns once and runs every operator in full precision.
+    """
+    global _warned_no_cast_policy
+    if "amp" not in _extensions.status() and not _warned_no_cast_policy:
+        _warned_no_cast_policy = True
+        warnings.warn("torch.autocast('openreg'): no cast policy is installed (install "
+                      "torch-openreg[amp]); operators run in full precision.", UserWarning,
+                      stacklevel=3)
+    return [torch.float16, torch.bfloat16]
+
+
+# --------------------------------------------------------- fallback, extensions
+
+
+def fallback_counts() -> dict[str, int]:
+    """Calls per operator that ran through the CPU fallback, since start or the last reset."""
+    return dict(_C._fallback_counts())
+
+
+def reset_fallback_counts() -> None:
+    """Forget the fallback counts."""
+    _C._reset_fallback_counts()
+
+
+def set_fallback_mode(mode: str) -> None:
+    """What an operator without an openreg kernel does: 'warn' (once per operator,
+    the default), 'silent', or 'error' (raise NotImplementedError)."""
+    _C._set_fallback_mode(mode)
+
+
+def get_fallback_mode() -> str:
+    """The current fallback mode ('warn', 'silent' or 'error')."""
+    return _C._get_fallback_mode()
+
+
+def extensions() -> dict[str, str]:
+    """Layer packages found through the 'torch_openreg.extensions' entry points,
+    each 'loaded' or 'failed: <reason>'."""
+    return _extensions.status()

@@ -1,0 +1,88 @@
+"""Memory statistics of torch.openreg, read from the caching device allocator
+(csrc/runtime/DeviceAllocator.cpp) under the same keys as torch.cuda's."""
+
+from collections import OrderedDict
+from typing import Any
+
+import torch_openreg._C as _C
+from torch_openreg.openreg.utils import _device_index
+
+
+def _index(device: Any) -> int:
+    return _device_index(device, optional=True, default_current=True)
+
+
+def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
+    """All allocator statistics of ``device``, e.g. ``allocated_bytes.all.current``."""
+    return OrderedDict(sorted(_C._memory_stats(_index(device)).items()))
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes currently held by tensors on ``device``."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    """Peak of memory_allocated since start or the last reset_peak_memory_stats."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Bytes the allocator holds from the device, in use or cached."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    """Peak of memory_reserved since start or the last reset_peak_memory_stats."""
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    """Make every peak statistic equal to its current value."""
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """Zero the accumulated (allocated/freed totals and counter) statistics."""
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Return every cached, unused block of every device to the runtime."""
+    _C._empty_cache()
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """``(free, total)`` bytes of ``device`` as the runtime sees them."""
+    return tuple(_C._mem_get_info(_index(device)))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A human-readable table of the allocator statistics of ``device``."""
+    stats = memory_stats(device)
+    rows = [("Allocated memory", "allocated_bytes", True), ("Active memory", "active_bytes", True),
+            ("Requested memory", "requested_bytes", True), ("Reserved memory", "reserved_bytes", True),
+            ("Non-releasable memory", "inactive_split_bytes", True),
+            ("Allocations", "allocation", False), ("Active allocs", "active", False),
+            ("Device reserved segments", "segment", False)]
+    pools = ["all"] if abbreviated else ["all", "large_pool", "small_pool"]
+
+    def show(value: int, is_bytes: bool) -> str:
+        if not is_bytes:
+            return str(value)
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(value) < 1024 or unit == "GiB":
+                return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+            value /= 1024
+        return str(value)
+
+    index = _index(device)
+    lines = [f"openreg memory summary, device {index}",
+             f"{'metric':<26}{'pool':<12}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}"]
+    for title, key, is_bytes in rows:
+        for pool in pools:
+            prefix = f"{key}.{pool}."
+            values = [show(stats[prefix + field], is_bytes) for field in ("current", "peak", "allocated", "freed")]
+            lines.append(f"{title:<26}{pool:<12}" + "".join(f"{v:>14}" for v in values))
+    lines.append(f"OOMs: {stats['num_ooms']}   allocation retries: {stats['num_alloc_retries']}")
+    return "\n".join(lines)
