@@ -232,6 +232,18 @@ def _check_fallback_api():
     assert openreg.fallback_counts() == {}
 
 
+def _check_executor_api():
+    assert openreg.device_executor_enabled() is True
+    openreg.set_device_executor_enabled(False)
+    try:
+        assert openreg.device_executor_enabled() is False
+    finally:
+        openreg.set_device_executor_enabled(True)
+    openreg.reset_fallback_counts()
+    torch.sin(torch.ones(2, device="openreg")).cpu()
+    assert openreg.executor_counts()["aten::sin.out"] == (1, 0)
+
+
 def _check_extensions():
     assert isinstance(openreg.extensions(), dict)
 
@@ -243,6 +255,8 @@ CHECKS = {
     "default_stream": _check_default_stream, "device": _check_device,
     "device_count": _check_device_count, "device_of": _check_device_of,
     "extensions": _check_extensions, "fallback_counts": _check_fallback_api,
+    "device_executor_enabled": _check_executor_api, "executor_counts": _check_executor_api,
+    "set_device_executor_enabled": _check_executor_api,
     "get_amp_supported_dtype": _check_get_amp_supported_dtype,
     "get_device_capability": _check_get_device_capability,
     "get_device_name": _check_get_device_name,

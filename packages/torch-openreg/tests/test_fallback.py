@@ -1,5 +1,7 @@
-"""The global CPU fallback: results equal to CPU, per-operator counts, the
-'warn' / 'silent' / 'error' modes, and OPENREG_FALLBACK."""
+"""The global fallback. With the device executor on (the default), operators
+without a kernel run on the device; with it off (OPENREG_DEVICE_EXECUTOR=0 or
+set_device_executor_enabled(False)) they take the classic CPU fallback, whose
+per-operator counts and 'warn' / 'silent' / 'error' modes are tested here."""
 
 from __future__ import annotations
 
@@ -7,6 +9,15 @@ import warnings
 
 import pytest
 import torch
+
+
+@pytest.fixture(autouse=True)
+def classic_fallback():
+    # The classic CPU fallback only sees what the executor declines: turn the
+    # executor off so that these tests reach it with ordinary operators.
+    torch.openreg.set_device_executor_enabled(False)
+    yield
+    torch.openreg.set_device_executor_enabled(True)
 
 
 def _fallback_warnings(caught) -> list[str]:
@@ -17,7 +28,9 @@ def _counts_for(prefix: str) -> int:
     return sum(n for name, n in torch.openreg.fallback_counts().items() if name.startswith(prefix))
 
 
-def test_ops_without_kernels_match_cpu():
+@pytest.mark.parametrize("executor", [False, True], ids=["cpu_fallback", "device_executor"])
+def test_ops_without_kernels_match_cpu(executor):
+    torch.openreg.set_device_executor_enabled(executor)
     torch.manual_seed(0)
     a, b = torch.randn(6, 5), torch.randn(6, 5)
     m = torch.randn(5, 4)
@@ -53,7 +66,9 @@ def test_ops_without_kernels_match_cpu():
     torch.testing.assert_close(on1.cpu(), (a * b).sum())
 
 
-def test_autograd_through_the_fallback():
+@pytest.mark.parametrize("executor", [False, True], ids=["cpu_fallback", "device_executor"])
+def test_autograd_through_the_fallback(executor):
+    torch.openreg.set_device_executor_enabled(executor)
     x = torch.randn(4, 3)
     w = torch.randn(3, 2)
     rx = x.openreg().requires_grad_()
@@ -181,7 +196,7 @@ def test_fallback_environment_variable(python):
         torch.openreg.set_fallback_mode("silent")
         facts["after"] = torch.sin(x).cpu().tolist() == torch.sin(x.cpu()).tolist()
         print(json.dumps(facts))
-    """, env={"OPENREG_FALLBACK": "error"})
+    """, env={"OPENREG_FALLBACK": "error", "OPENREG_DEVICE_EXECUTOR": "0"})
     assert facts["mode"] == "error"
     assert "aten::sin" in facts["sin"] and "OPENREG_FALLBACK" in facts["sin"]
     assert facts["copy"] == [0.0, 1.0, 2.0, 3.0]

@@ -1,13 +1,18 @@
 // Fallback.cpp - registration scenario "fallbacks": the global fallback that
-// runs any operator openreg has no kernel for on the CPU (copy inputs to the
-// host, run, copy results back), and the AutocastPrivateUse1 fallthrough.
+// every operator without an openreg kernel reaches, and the
+// AutocastPrivateUse1 fallthrough.
 //
-// The CPU fallback is the documented last resort: it is slow (every input
-// and output crosses to the host) and synchronous, so every call is counted
-// per operator and, by default, the first call of each operator warns.
+// The global fallback first offers the operator to the device executor
+// (Executor.cpp), which runs it on the device. Only what the executor
+// declines takes the classic CPU fallback (copy inputs to the host, run,
+// copy results back): the documented last resort, slow and synchronous, so
+// every such call is counted per operator and, by default, the first call of
+// each operator warns.
 // OPENREG_FALLBACK=warn|silent|error (or torch.openreg.set_fallback_mode)
 // chooses what happens; "error" turns a missing kernel into an exception.
 #include "aten/Fallback.h"
+
+#include "aten/Executor.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/env.h>
@@ -79,6 +84,7 @@ void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& s
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = nameOf(op);
   checkCommonDevice(op, *stack, name);
+  if (runOnDevice(op, stack)) return;
   FallbackMode current = mode.load();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
                               ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");

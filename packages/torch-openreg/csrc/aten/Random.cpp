@@ -14,6 +14,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", TORCH_FN(native::randomTo));
   m.impl("random_.from", TORCH_FN(native::randomFrom));
   m.impl("bernoulli_.float", TORCH_FN(native::bernoulli));
+  m.impl("native_dropout", TORCH_FN(native::nativeDropout));
 }
 
 }  // namespace torch_openreg

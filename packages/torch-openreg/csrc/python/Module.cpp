@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/Executor.h"
 #include "aten/Fallback.h"
 #include <c10/core/DeviceGuard.h>
 
@@ -118,6 +119,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
+  m.def("_executor_counts", [] {
+    py::dict out;
+    for (const auto& [name, c] : executorCounts()) out[py::str(name)] = py::make_tuple(c.async, c.sync);
+    return out;
+  });
+  m.def("_reset_executor_counts", [] { resetExecutorCounts(); });
+  m.def("_set_executor_enabled", [](bool on) { setExecutorEnabled(on); });
+  m.def("_executor_enabled", [] { return executorEnabled(); });
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseMode(mode)); });
   m.def("_get_fallback_mode", [] { return std::string(modeName(fallbackMode())); });
   m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });

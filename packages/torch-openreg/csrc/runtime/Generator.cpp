@@ -47,6 +47,15 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device) {
   return generators[device];
 }
 
+uint64_t drawKernelSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  at::Generator generator = gen.has_value() && gen->defined() ? *gen : defaultGenerator(device);
+  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+              "expected an openreg generator for a tensor on openreg:", static_cast<int>(device),
+              ", got a generator on ", generator.device());
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get<at::CPUGeneratorImpl>()->random64();
+}
+
 at::Generator newGenerator(c10::DeviceIndex device) {
   if (device == -1) device = currentDevice();
   checkDeviceIndex(device);

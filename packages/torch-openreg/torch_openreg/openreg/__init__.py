@@ -55,13 +55,15 @@ from torch_openreg.openreg.utils import _device_index
 __all__ = [
     "Event", "OutOfMemoryError", "Stream", "StreamContext", "current_device", "current_stream",
     "default_generators", "default_stream", "device", "device_count", "device_of",
-    "empty_cache", "extensions", "fallback_counts", "get_amp_supported_dtype",
+    "device_executor_enabled", "empty_cache", "executor_counts", "extensions", "fallback_counts",
+    "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_fallback_mode",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
     "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_fallback_counts",
-    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
+    "set_fallback_mode",
     "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
 
@@ -246,8 +248,28 @@ def fallback_counts() -> dict[str, int]:
 
 
 def reset_fallback_counts() -> None:
-    """Forget the fallback counts."""
+    """Forget the fallback counts and the device executor's counts."""
     _C._reset_fallback_counts()
+    _C._reset_executor_counts()
+
+
+def set_device_executor_enabled(enabled: bool) -> None:
+    """Turn the generic device executor on or off (OPENREG_DEVICE_EXECUTOR=0 starts
+    with it off). Off, every operator without an openreg kernel takes the classic
+    CPU fallback: a switch for telling an executor problem from an operator problem."""
+    _C._set_executor_enabled(bool(enabled))
+
+
+def device_executor_enabled() -> bool:
+    """Whether the generic device executor runs operators that have no openreg kernel."""
+    return _C._executor_enabled()
+
+
+def executor_counts() -> dict[str, tuple[int, int]]:
+    """Calls per operator run by the generic device executor, as (asynchronous,
+    synchronising) counts; synchronising calls are those whose output shape
+    depends on the data or whose result is not a tensor."""
+    return {name: tuple(pair) for name, pair in _C._executor_counts().items()}
 
 
 def set_fallback_mode(mode: str) -> None:

@@ -20,8 +20,26 @@ namespace torch_openreg {
 
 using CpuKernel = std::function<void(std::vector<at::Tensor>& views)>;
 
+// What a kernel needs to rebuild a CPU view of a device tensor: plain
+// values, taken at launch, so the tensor may change or go away before the
+// kernel runs.
+struct DeviceView {
+  void* data;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  at::ScalarType dtype;
+  size_t span;  // bytes from data to the end of the last element
+};
+DeviceView describe(const at::Tensor& deviceTensor);
+// Kernel only: the CPU tensor over the translated memory of view.
+at::Tensor cpuView(const DeviceView& view);
+
 // tensors: openreg tensors on the current device (or peers); fn receives
 // CPU views of them in the same order.
 void launchOnStream(const char* name, const std::vector<at::Tensor>& tensors, CpuKernel fn);
+
+// Queues body as a kernel named name on the current stream of device. A
+// c10::Error that body throws fails the kernel with its message.
+void launchKernel(const char* name, c10::DeviceIndex device, std::function<void()> body);
 
 }  // namespace torch_openreg

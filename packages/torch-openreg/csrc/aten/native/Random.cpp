@@ -14,8 +14,8 @@
 #include "aten/native/Random.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-
-#include <mutex>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
 
 #include "aten/native/Launch.h"
 #include "runtime/Generator.h"
@@ -23,21 +23,11 @@
 namespace torch_openreg::native {
 namespace {
 
-uint64_t drawKernelSeed(const at::Tensor& self, const std::optional<at::Generator>& gen) {
-  at::Generator generator =
-      gen.has_value() && gen->defined() ? *gen : defaultGenerator(self.device().index());
-  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-              "expected an openreg generator for a tensor on ", self.device(), ", got one on ",
-              generator.device());
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get<at::CPUGeneratorImpl>()->random64();
-}
-
 // LITERALINCLUDE START: RANDOM_KERNEL
 template <typename Fill>
 at::Tensor& randomFill(const char* name, at::Tensor& self, const std::optional<at::Generator>& gen,
                        Fill fill) {
-  uint64_t seed = drawKernelSeed(self, gen);
+  uint64_t seed = drawKernelSeed(gen, self.device().index());
   launchOnStream(name, {self}, [seed, fill](std::vector<at::Tensor>& views) {
     at::Generator kernelGenerator = at::detail::createCPUGenerator(seed);
     fill(views[0], kernelGenerator);
@@ -75,6 +65,17 @@ at::Tensor& randomFrom(at::Tensor& self, int64_t from, std::optional<int64_t> to
 at::Tensor& bernoulli(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   return randomFill("bernoulli_", self, gen,
                     [=](at::Tensor& t, at::Generator& g) { t.bernoulli_(p, g); });
+}
+
+std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double p,
+                                                 std::optional<bool> train) {
+  if (input.numel() == 0 || !train.value_or(true) || p == 0) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  bernoulli(mask, 1 - p, std::nullopt);
+  at::Tensor output = p == 1 ? input.mul(0) : input.mul(mask).mul_(1 / (1 - p));
+  return {output, mask};
 }
 
 }  // namespace torch_openreg::native

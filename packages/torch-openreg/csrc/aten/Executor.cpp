@@ -1,0 +1,389 @@
+// Executor.cpp - the generic device executor behind openreg's global
+// fallback: one boxed kernel that runs any ATen operator with a CPU kernel
+// on device memory, asynchronously, without copying its operands.
+//
+// Not here: the classic copy-to-the-CPU fallback (Fallback.cpp), used for
+// what this declines, and the hand-written kernels (native/), which win over
+// this wherever they are registered.
+#include "aten/Executor.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/as_strided.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/env.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/native/Launch.h"
+#include "runtime/Check.h"
+#include "runtime/Generator.h"
+#include "runtime/Stream.h"
+
+// LITERALINCLUDE START: EXECUTOR_NOTE
+// Note [The device executor]
+// An operator without an openreg kernel arrives here with its boxed
+// arguments. The executor
+//  1. asks the operator's Meta kernel what it returns (shapes, strides,
+//     dtypes) from meta copies of the operands: no data, no device work;
+//  2. allocates those outputs on the device (or, for in-place and out=
+//     operators, resizes the tensors they write);
+//  3. queues a kernel on the current stream that wraps every device operand
+//     and output in a CPU view of its translated memory (Note [Running CPU
+//     kernels on device memory] in native/Launch.h) and calls the
+//     operator's CPU kernel on them;
+//  4. returns the outputs at once, like a CUDA launch.
+// View operators return views made with as_strided from the Meta result.
+// When the output shape depends on the data (nonzero, masked_select,
+// unique, boolean indexing) or the result is not a tensor (equal), there is
+// no Meta answer: the kernel then keeps the CPU results and the host waits
+// for it, as CUDA synchronises for the same operators. A CPU kernel's error
+// in that case is raised on the host as it is, without faulting the device.
+// Random operators get a private CPU generator seeded from the openreg
+// generator at launch (Note [Random numbers on openreg streams]).
+// LITERALINCLUDE END: EXECUTOR_NOTE
+
+namespace torch_openreg {
+namespace {
+
+using Stack = torch::jit::Stack;
+
+bool isOpenReg(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Rebuilds an argument with fn applied to every tensor inside it (a tensor,
+// a list of tensors, a list of optional tensors), always in the same order.
+template <typename Fn>
+c10::IValue mapTensors(const c10::IValue& value, Fn&& fn) {
+  if (value.isTensor()) return fn(value.toTensor());
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : value.toTensorList()) out.push_back(fn(t));
+    return out;
+  }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (std::optional<at::Tensor> t : value.toOptionalTensorList()) {
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(fn(*t)) : std::nullopt);
+    }
+    return out;
+  }
+  return value;
+}
+
+bool isGeneratorArgument(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// What an operator's schema says about its results.
+struct Signature {
+  bool returnsView = false;       // a result aliases an input without writing it
+  bool returnsNonTensor = false;  // bool, int, float, Scalar, ...
+  std::vector<int> writtenArgument;  // per result: the argument it is (-1: new)
+};
+
+Signature readSignature(const c10::FunctionSchema& schema) {
+  Signature signature;
+  for (const c10::Argument& result : schema.returns()) {
+    int written = -1;
+    const c10::AliasInfo* alias = result.alias_info();
+    if (alias != nullptr && !alias->isWrite()) signature.returnsView = true;
+    if (alias != nullptr && alias->isWrite()) {
+      for (size_t i = 0; i < schema.arguments().size(); ++i) {
+        const c10::AliasInfo* argAlias = schema.arguments()[i].alias_info();
+        if (argAlias != nullptr && argAlias->isWrite() &&
+            argAlias->beforeSets() == alias->beforeSets()) {
+          written = static_cast<int>(i);
+        }
+      }
+    }
+    c10::TypeKind kind = result.type()->kind();
+    bool tensorLike = kind == c10::TypeKind::TensorType || kind == c10::TypeKind::ListType ||
+                      kind == c10::TypeKind::OptionalType;
+    if (!tensorLike) signature.returnsNonTensor = true;
+    signature.writtenArgument.push_back(written);
+  }
+  return signature;
+}
+
+// The operands of one call, ready for a kernel: device tensors become
+// placeholders (their views are rebuilt inside the kernel from DeviceViews
+// taken now), CPU tensors are copied (the caller may change them before the
+// kernel runs), generators become seeds.
+class KernelArguments {
+ public:
+  KernelArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                  c10::DeviceIndex device) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (isGeneratorArgument(schema.arguments()[i])) {
+        std::optional<at::Generator> gen;
+        if (args[i].isGenerator()) gen = args[i].toGenerator();
+        seeds_.push_back({i, drawKernelSeed(gen, device)});
+        template_.push_back(c10::IValue());
+        continue;
+      }
+      template_.push_back(mapTensors(args[i], [&](const at::Tensor& t) {
+        placeholder_.push_back(isOpenReg(t));
+        if (isOpenReg(t)) {
+          views_.push_back(describe(t));
+          return at::Tensor();
+        }
+        if (!t.defined() || !t.device().is_cpu()) return t;
+        at::Tensor copy = t.clone();
+        // A Python number keeps its weaker role in type promotion.
+        if (t.unsafeGetTensorImpl()->is_wrapped_number()) copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+        return copy;
+      }));
+    }
+  }
+
+  // Kernel only: the CPU stack for the operator's CPU kernel.
+  Stack cpuStack() const {
+    Stack stack;
+    size_t slot = 0, view = 0;
+    for (const c10::IValue& arg : template_) {
+      stack.push_back(mapTensors(arg, [&](const at::Tensor& t) {
+        return placeholder_[slot++] ? cpuView(views_[view++]) : t;
+      }));
+    }
+    for (const auto& [index, seed] : seeds_) stack[index] = at::detail::createCPUGenerator(seed);
+    return stack;
+  }
+
+ private:
+  std::vector<c10::IValue> template_;
+  std::vector<bool> placeholder_;
+  std::vector<DeviceView> views_;
+  std::vector<std::pair<size_t, uint64_t>> seeds_;
+};
+
+bool isResizeRefusal(const c10::Error& error) {
+  return std::string(error.what_without_backtrace()).find("not resizable") != std::string::npos;
+}
+
+// Kernel only: calls the CPU kernel on views of the device operands. Some
+// CPU out= kernels resize their output on the way (mse_loss.out does, to
+// hold an intermediate), which a view of device memory cannot allow: those
+// run again with temporary outputs, copied into the device outputs after.
+Stack runOnCpu(const c10::OperatorHandle& op, const KernelArguments& operands) {
+  Stack stack = operands.cpuStack();
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    return stack;
+  } catch (const c10::Error& error) {
+    if (!isResizeRefusal(error)) throw;
+  }
+  Stack views = operands.cpuStack();
+  Stack temporaries = views;
+  const auto& arguments = op.schema().arguments();
+  std::vector<size_t> outputs;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite() && arguments[i].kwarg_only() && views[i].isTensor()) {
+      temporaries[i] = at::empty({0}, views[i].toTensor().options());
+      outputs.push_back(i);
+    }
+  }
+  Stack results = temporaries;
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &results);
+  for (size_t i : outputs) views[i].toTensor().copy_(temporaries[i].toTensor());
+  return results;
+}
+
+at::Tensor toMeta(const at::Tensor& t) {
+  // CPU scalars stay: TensorIterator accepts them beside any device.
+  if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+// Runs the Meta kernel; false if there is none or it cannot know the answer.
+bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                 Stack* meta) {
+  const auto& schema = op.schema();
+  for (size_t i = 0; i < args.size(); ++i) {
+    meta->push_back(isGeneratorArgument(schema.arguments()[i]) ? c10::IValue()
+                                                                : mapTensors(args[i], toMeta));
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), meta);
+    return true;
+  } catch (const std::exception&) {
+    // No Meta kernel, a data-dependent result, or a Python meta function
+    // that refused: the CPU kernel will say whether it was a real error.
+    return false;
+  }
+}
+
+std::atomic<bool> enabled{c10::utils::get_env("OPENREG_DEVICE_EXECUTOR") != "0"};
+std::mutex countsMutex;
+std::map<std::string, ExecutorCounts> counts;
+
+void count(const c10::OperatorHandle& op, bool synchronous) {
+  const auto& name = op.schema().operator_name();
+  std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  std::lock_guard<std::mutex> lock(countsMutex);
+  ExecutorCounts& c = counts[key];
+  ++(synchronous ? c.sync : c.async);
+}
+
+// Copies each tensor of a CPU result into the matching device output view.
+void storeResult(const c10::IValue& cpu, const c10::IValue& device) {
+  if (cpu.isTensor()) {
+    if (cpu.toTensor().defined()) device.toTensor().copy_(cpu.toTensor());
+    return;
+  }
+  if (cpu.isTensorList()) {
+    auto from = cpu.toTensorList();
+    auto to = device.toTensorList();
+    for (size_t i = 0; i < from.size(); ++i) to.get(i).copy_(from.get(i));
+  }
+}
+
+// LITERALINCLUDE START: EXECUTOR_ASYNC
+void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& signature,
+              Stack& meta, c10::DeviceIndex device) {
+  const auto& schema = op.schema();
+  size_t argc = schema.arguments().size();
+  auto args = torch::jit::last(*stack, argc);
+  // Outputs: written arguments (resized as the Meta kernel resized them), or
+  // fresh device tensors shaped like the Meta results.
+  std::vector<c10::IValue> results;
+  std::vector<DeviceView> fresh;
+  std::vector<c10::IValue> freshLayout;  // per result: views of fresh outputs
+  for (size_t i = 0; i < meta.size(); ++i) {
+    int written = signature.writtenArgument[i];
+    if (written >= 0) {
+      at::Tensor target = args[written].toTensor();
+      if (target.sizes() != meta[i].toTensor().sizes()) target.resize_(meta[i].toTensor().sizes());
+      results.push_back(target);
+      freshLayout.push_back(c10::IValue());
+      continue;
+    }
+    results.push_back(mapTensors(meta[i], [&](const at::Tensor& m) {
+      if (!m.defined()) return m;
+      at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
+                                         m.options().device(c10::DeviceType::PrivateUse1, device));
+      fresh.push_back(describe(out));
+      return out;
+    }));
+    freshLayout.push_back(results.back());
+  }
+  auto operands = std::make_shared<KernelArguments>(schema, args, device);
+  std::string name = schema.operator_name().name;
+  launchKernel(name.c_str(), device, [op, operands, fresh = std::move(fresh), freshLayout] {
+    Stack cpu = runOnCpu(op, *operands);
+    size_t next = 0;
+    for (size_t i = 0; i < freshLayout.size(); ++i) {
+      if (freshLayout[i].isNone()) continue;  // written in place by the CPU kernel
+      storeResult(cpu[i], mapTensors(freshLayout[i], [&](const at::Tensor& t) {
+                    return t.defined() ? cpuView(fresh[next++]) : t;
+                  }));
+    }
+  });
+  torch::jit::drop(*stack, argc);
+  for (c10::IValue& result : results) stack->push_back(std::move(result));
+}
+// LITERALINCLUDE END: EXECUTOR_ASYNC
+
+// The output depends on the data: run the CPU kernel on the device's
+// stream, wait for it, and bring the (small) results over.
+void runSync(const c10::OperatorHandle& op, Stack* stack, const Signature& signature,
+             c10::DeviceIndex device) {
+  const auto& schema = op.schema();
+  size_t argc = schema.arguments().size();
+  auto args = torch::jit::last(*stack, argc);
+  auto operands = std::make_shared<KernelArguments>(schema, args, device);
+  auto results = std::make_shared<Stack>();
+  auto failure = std::make_shared<std::exception_ptr>();
+  std::string name = schema.operator_name().name;
+  launchKernel(name.c_str(), device, [op, operands, results, failure] {
+    try {
+      *results = operands->cpuStack();
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), results.get());
+    } catch (...) {
+      *failure = std::current_exception();  // the caller's error, not a device fault
+    }
+  });
+  OPENREG_CHECK(orStreamSynchronize(nativeStream(currentStream(device))));
+  if (*failure) std::rethrow_exception(*failure);
+  std::vector<c10::IValue> device_results;
+  for (size_t i = 0; i < results->size(); ++i) {
+    int written = signature.writtenArgument[i];
+    if (written >= 0) {
+      device_results.push_back(args[written]);
+      continue;
+    }
+    device_results.push_back(mapTensors((*results)[i], [&](const at::Tensor& t) {
+      return t.defined() ? t.to(c10::Device(c10::DeviceType::PrivateUse1, device)) : t;
+    }));
+  }
+  torch::jit::drop(*stack, argc);
+  for (c10::IValue& result : device_results) stack->push_back(std::move(result));
+}
+
+// A view operator: the Meta kernel's view of a meta copy tells the sizes,
+// strides and offset; the same view of the real input is then exact.
+bool runView(const c10::OperatorHandle& op, Stack* stack, Stack& meta) {
+  const auto& schema = op.schema();
+  auto args = torch::jit::last(*stack, schema.arguments().size());
+  if (meta.size() != 1 || !meta[0].isTensor() || !args[0].isTensor()) return false;
+  const at::Tensor& input = args[0].toTensor();
+  const at::Tensor& view = meta[0].toTensor();
+  if (!isOpenReg(input) || view.scalar_type() != input.scalar_type()) return false;
+  at::Tensor result =
+      at::as_strided(input, view.sizes(), view.strides(), input.storage_offset() + view.storage_offset());
+  torch::jit::drop(*stack, schema.arguments().size());
+  stack->push_back(std::move(result));
+  return true;
+}
+
+}  // namespace
+
+bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
+  if (!enabled.load()) return false;
+  const auto& schema = op.schema();
+  auto args = torch::jit::last(*stack, schema.arguments().size());
+  std::optional<c10::DeviceIndex> device;
+  for (const c10::IValue& arg : args) {
+    mapTensors(arg, [&](const at::Tensor& t) {
+      if (!device.has_value() && isOpenReg(t)) device = t.device().index();
+      return t;
+    });
+  }
+  if (!device.has_value()) return false;  // no device operand to run next to
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
+  Signature signature = readSignature(schema);
+  Stack meta;
+  bool inferred = !signature.returnsNonTensor && inferOnMeta(op, args, &meta);
+  if (signature.returnsView) return inferred && runView(op, stack, meta);
+  if (inferred) {
+    runAsync(op, stack, signature, meta, *device);
+  } else {
+    runSync(op, stack, signature, *device);
+  }
+  count(op, !inferred);
+  return true;
+}
+
+bool executorEnabled() { return enabled.load(); }
+void setExecutorEnabled(bool on) { enabled.store(on); }
+
+std::map<std::string, ExecutorCounts> executorCounts() {
+  std::lock_guard<std::mutex> lock(countsMutex);
+  return counts;
+}
+
+void resetExecutorCounts() {
+  std::lock_guard<std::mutex> lock(countsMutex);
+  counts.clear();
+}
+
+}  // namespace torch_openreg

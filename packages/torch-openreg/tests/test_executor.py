@@ -1,0 +1,184 @@
+"""The generic device executor: operators without an openreg kernel run on the
+device, asynchronously, in place on device memory, compared with the CPU."""
+
+from __future__ import annotations
+
+import openreg_runtime
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+@pytest.fixture(autouse=True)
+def no_classic_fallback():
+    # Everything here must run on the device: a silent CPU fallback would pass.
+    torch.openreg.reset_fallback_counts()
+    yield
+    assert torch.openreg.fallback_counts() == {}
+
+
+def on_device(*tensors):
+    return [t.to("openreg") for t in tensors]
+
+
+def assert_matches_cpu(result, expected):
+    if isinstance(expected, torch.Tensor):
+        assert result.device.type == "openreg"
+        assert result.dtype == expected.dtype and result.shape == expected.shape
+        torch.testing.assert_close(result.cpu(), expected, equal_nan=True)
+    elif isinstance(expected, (tuple, list)):
+        assert len(result) == len(expected)
+        for r, e in zip(result, expected, strict=True):
+            assert_matches_cpu(r, e)
+    else:
+        assert result == expected
+
+
+CASES = {
+    "unary": lambda a, b: torch.sin(a).exp().tanh(),
+    "binary_broadcast": lambda a, b: a * b[:1] - 2.5,
+    "type_promotion": lambda a, b: a.to(torch.int32) + b.to(torch.float64),
+    "half_and_python_scalar": lambda a, b: a.half() * 2.5,
+    "comparison_and_where": lambda a, b: torch.where(a > b, a, b),
+    "clamp_lerp_addcmul": lambda a, b: torch.addcmul(torch.lerp(a, b, 0.3), a, b.clamp(-1, 1)),
+    "reductions": lambda a, b: (a.sum(1), a.mean(0), a.var(1), a.amax(0), a.logsumexp(1)),
+    "max_with_indices": lambda a, b: a.max(1),
+    "cumsum": lambda a, b: a.cumsum(1),
+    "mm_and_addmm": lambda a, b: torch.addmm(a[:, :4], a, b.t()[:, :4]),
+    "softmax": lambda a, b: torch.log_softmax(a, 1),
+    "cat_stack": lambda a, b: (torch.cat([a, b], 1), torch.stack([a, b])),
+    "flip_roll_repeat": lambda a, b: a.flip(0).roll(2, 1).repeat(2, 1),
+    "pad": lambda a, b: F.pad(a, (1, 2, 0, 1), value=3.0),
+    "gather_scatter": lambda a, b: a.scatter_add(1, a.argsort(1), b).gather(1, a.argsort(1)),
+    "index_select_add": lambda a, b: a.index_select(0, torch.tensor([2, 0]).to(a.device)),
+    "masked_fill": lambda a, b: a.masked_fill(b > 0, -1.0),
+    "tril_triu": lambda a, b: a.tril() + b.triu(1),
+    "sort_topk": lambda a, b: (a.sort(1), a.topk(2, 1)),
+    "mse_loss": lambda a, b: F.mse_loss(a, b),
+    "cross_entropy": lambda a, b: F.cross_entropy(a, b.argmax(1)),
+    "layer_norm": lambda a, b: F.layer_norm(a, (5,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operators_match_cpu(name):
+    torch.manual_seed(0)
+    a, b = torch.randn(6, 5), torch.randn(6, 5)
+    expected = CASES[name](a, b)
+    result = CASES[name](*on_device(a, b))
+    assert_matches_cpu(result, expected)
+
+
+@pytest.mark.parametrize("name", ["nonzero", "masked_select", "boolean_index", "unique"])
+def test_data_dependent_shapes_synchronise_and_match_cpu(name):
+    cases = {
+        "nonzero": lambda a: torch.nonzero(a > 0),
+        "masked_select": lambda a: torch.masked_select(a, a > 0),
+        "boolean_index": lambda a: a[a > 0],
+        "unique": lambda a: torch.unique(a.round(), return_counts=True),
+    }
+    a = torch.randn(7, 3)
+    assert_matches_cpu(cases[name](a.to("openreg")), cases[name](a))
+
+
+def test_non_tensor_results_come_back_to_the_host():
+    a = torch.randn(4, 4)
+    assert torch.equal(a.to("openreg"), a.to("openreg").clone()) is True
+    assert torch.equal(a.to("openreg"), (a + 1).to("openreg")) is False
+
+
+def test_launch_returns_before_the_kernel_runs(gate):
+    x = torch.arange(8.0).to("openreg")
+    torch.openreg.synchronize()
+    torch.openreg.reset_fallback_counts()
+    g = gate(torch.openreg.current_stream())
+    y = torch.sin(x)  # queued behind the gate: the host is not held up
+    assert not g.finished.is_set()
+    assert not torch.openreg.current_stream().query()
+    g.open()
+    torch.testing.assert_close(y.cpu(), torch.sin(torch.arange(8.0)))
+    assert torch.openreg.executor_counts()["aten::sin.out"] == (1, 0)
+
+
+def test_in_place_and_out_variants_write_device_memory():
+    a, b = torch.randn(5, 5), torch.randn(5, 5)
+    x, y = on_device(a, b)
+    x.mul_(y).add_(1)
+    torch.testing.assert_close(x.cpu(), a * b + 1)
+    out = torch.empty(0, device="openreg")
+    torch.atan2(x, y, out=out)
+    torch.testing.assert_close(out.cpu(), torch.atan2(a * b + 1, b))
+    view = x[1:4, ::2]
+    view.zero_()
+    expected = a * b + 1
+    expected[1:4, ::2] = 0
+    torch.testing.assert_close(x.cpu(), expected)
+
+
+def test_view_operators_alias_their_input():
+    x = torch.arange(10.0).to("openreg")
+    windows = x.unfold(0, 4, 2)
+    x.add_(100)
+    torch.testing.assert_close(windows.cpu(), torch.arange(10.0).add(100).unfold(0, 4, 2))
+
+
+def test_convolution_forward_and_backward_match_cpu():
+    torch.manual_seed(0)
+    image, kernel, bias = torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3), torch.randn(4)
+    grads = {}
+    for device in ("cpu", "openreg"):
+        leaves = [t.to(device).detach().requires_grad_() for t in (image, kernel, bias)]
+        out = F.conv2d(leaves[0], leaves[1], leaves[2], stride=2, padding=1)
+        out.square().sum().backward()
+        grads[device] = [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+    for got, want in zip(grads["openreg"], grads["cpu"], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_random_operators_follow_openreg_seeds():
+    probs = torch.rand(4, 6).to("openreg")
+
+    def draw():
+        g = torch.Generator(device="openreg").manual_seed(7)
+        return (torch.multinomial(probs, 3, generator=g).cpu(),
+                torch.randperm(9, device="openreg", generator=g).cpu(),
+                F.dropout(torch.ones(64, device="openreg"), 0.5).cpu())
+
+    torch.openreg.manual_seed(3)
+    first = draw()
+    torch.openreg.manual_seed(3)
+    second = draw()
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+    assert sorted(first[1].tolist()) == list(range(9))
+
+
+def test_a_host_side_error_leaves_the_device_usable():
+    # masked_select has no shape function: it runs synchronously, and the
+    # CPU kernel's error reaches the caller as it is, without a device fault.
+    x = torch.randn(3, 4).to("openreg")
+    with pytest.raises(RuntimeError, match="must match"):
+        torch.masked_select(x, torch.ones(5, 5, dtype=torch.bool, device="openreg"))
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)
+
+
+def test_a_device_side_error_is_sticky_and_names_the_kernel():
+    x = torch.randn(3, 4).to("openreg")
+    bad = torch.full((3, 1), 9, dtype=torch.int64, device="openreg")
+    result = torch.gather(x, 1, bad)  # out of range: found only when the kernel runs
+    with pytest.raises(RuntimeError, match="kernel 'aten::gather' failed") as failure:
+        result.cpu()
+    assert "sticky" in str(failure.value)
+    openreg_runtime.device_reset()  # the simulator's recovery, unlike a real GPU
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+
+
+def test_executor_can_be_switched_off_for_debugging():
+    x = torch.ones(3, device="openreg")
+    torch.openreg.set_device_executor_enabled(False)
+    try:
+        torch.sin(x).cpu()
+        assert torch.openreg.fallback_counts() == {"aten::sin.out": 1}
+    finally:
+        torch.openreg.set_device_executor_enabled(True)
+        torch.openreg.reset_fallback_counts()
