@@ -234,16 +234,24 @@ void count(const c10::OperatorHandle& op, bool synchronous) {
   ++(synchronous ? c.sync : c.async);
 }
 
-// Copies each tensor of a CPU result into the matching device output view.
+// Copies a CPU result tensor into the matching device output view. A CPU
+// kernel may return an empty tensor where the Meta kernel promised a shape
+// (native_batch_norm's saved statistics outside training): those outputs
+// carry no information and are left as allocated.
+void storeTensor(const at::Tensor& cpu, const at::Tensor& device) {
+  if (!cpu.defined() || (cpu.numel() == 0 && device.numel() != 0)) return;
+  device.copy_(cpu);
+}
+
 void storeResult(const c10::IValue& cpu, const c10::IValue& device) {
   if (cpu.isTensor()) {
-    if (cpu.toTensor().defined()) device.toTensor().copy_(cpu.toTensor());
+    storeTensor(cpu.toTensor(), device.toTensor());
     return;
   }
   if (cpu.isTensorList()) {
     auto from = cpu.toTensorList();
     auto to = device.toTensorList();
-    for (size_t i = 0; i < from.size(); ++i) to.get(i).copy_(from.get(i));
+    for (size_t i = 0; i < from.size(); ++i) storeTensor(from.get(i), to.get(i));
   }
 }
 
@@ -359,6 +367,11 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
     });
   }
   if (!device.has_value()) return false;  // no device operand to run next to
+  // Without a CPU kernel there is nothing to run (the accelerator-only
+  // operators, e.g. cuDNN's): say so here, not as a device fault later.
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+                              "openreg has no kernel for ", schema.operator_name(),
+                              ", and PyTorch has no CPU kernel for the device executor to run");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
   Signature signature = readSignature(schema);
   Stack meta;
