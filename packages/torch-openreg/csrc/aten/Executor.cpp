@@ -15,6 +15,7 @@
 #include <c10/util/env.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -205,8 +206,7 @@ at::Tensor toMeta(const at::Tensor& t) {
 }
 
 // Runs the Meta kernel; false if there is none or it cannot know the answer.
-bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                 Stack* meta) {
+bool runMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, Stack* meta) {
   const auto& schema = op.schema();
   for (size_t i = 0; i < args.size(); ++i) {
     meta->push_back(isGeneratorArgument(schema.arguments()[i]) ? c10::IValue()
@@ -221,6 +221,76 @@ bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
     return false;
   }
 }
+
+// LITERALINCLUDE START: EXECUTOR_SHAPE_CACHE
+// Note [Caching shape inference]
+// Many Meta kernels are Python functions (PyTorch's reference
+// implementations), which cost tens of microseconds a call. What they
+// compute depends only on the operator and the metadata of its arguments, so
+// the answer is cached under a key that spells out exactly that: each
+// tensor's dtype, sizes, strides and kind (device tensor, CPU scalar with its
+// value, other CPU tensor), and every other argument's value. A training
+// loop asks the same questions at every step, so after the first step no
+// Meta kernel runs. "No answer" (data-dependent shapes) is cached too.
+void appendKey(std::string& key, const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    if (!t.defined()) {
+      key += "U;";
+      return;
+    }
+    bool cpuScalar = t.device().is_cpu() && t.dim() == 0;
+    key += cpuScalar ? (t.unsafeGetTensorImpl()->is_wrapped_number() ? "W" : "S") : (t.is_cpu() ? "C" : "D");
+    key += std::to_string(static_cast<int>(t.scalar_type()));
+    for (int64_t size : t.sizes()) key += "," + std::to_string(size);
+    key += "/";
+    for (int64_t stride : t.strides()) key += "," + std::to_string(stride);
+    if (cpuScalar) key += "=" + c10::str(t.item());
+    key += ";";
+  } else if (value.isTensorList() || value.isOptionalTensorList()) {
+    key += "[";
+    mapTensors(value, [&](const at::Tensor& t) {
+      appendKey(key, t);
+      return t;
+    });
+    key += "];";
+  } else if (value.isDouble()) {
+    char text[40];
+    std::snprintf(text, sizeof(text), "%a;", value.toDouble());  // exact
+    key += text;
+  } else {
+    key += c10::str(value) + ";";
+  }
+}
+
+struct ShapeCache {
+  static constexpr size_t kMaxEntries = size_t{1} << 16;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::optional<Stack>> answers;  // nullopt: no answer
+};
+
+bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, Stack* meta) {
+  static ShapeCache* cache = new ShapeCache();  // never destroyed: used until exit
+  std::string key = c10::str(static_cast<const void*>(&op.schema()), ":");
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!isGeneratorArgument(op.schema().arguments()[i])) appendKey(key, args[i]);
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache->mutex);
+    auto found = cache->answers.find(key);
+    if (found != cache->answers.end()) {
+      if (!found->second.has_value()) return false;
+      *meta = *found->second;
+      return true;
+    }
+  }
+  bool inferred = runMeta(op, args, meta);
+  std::lock_guard<std::mutex> lock(cache->mutex);
+  if (cache->answers.size() >= ShapeCache::kMaxEntries) cache->answers.clear();
+  cache->answers.emplace(std::move(key), inferred ? std::optional<Stack>(*meta) : std::nullopt);
+  return inferred;
+}
+// LITERALINCLUDE END: EXECUTOR_SHAPE_CACHE
 
 std::atomic<bool> enabled{c10::utils::get_env("OPENREG_DEVICE_EXECUTOR") != "0"};
 std::mutex countsMutex;

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Benchmark operators and training steps on openreg against the CPU, in one run.
+
+For add, mul, relu, sum, mm, conv2d and softmax at about 1, 1K and 1M
+elements, and for one training step of an MLP, a CNN and a Transformer,
+prints the median time per call on openreg, the median time of the same work
+on the CPU, and their ratio. openreg is timed as a device is used: a batch of
+calls is queued, then one synchronisation waits for all of them, and the
+total is divided by the number of calls. Also prints how many operator calls
+ran natively and how many fell back to the CPU.
+
+    .venv/bin/python tools/bench/torch_ops.py
+"""
+
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def median_seconds(fn, repeat: int = 7, inner: int = 20, finish=lambda: None) -> float:
+    fn()
+    finish()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        finish()  # openreg: wait for the queued work, inside the timing
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def operand(shape, device):
+    return torch.randn(*shape).to(device)
+
+
+SIZES = {"1": (1,), "1K": (32, 32), "1M": (1024, 1024)}
+MM = {"1": (1, 1), "1K": (32, 32), "1M": (1024, 1024)}
+CONV = {"1": (1, 1, 1, 1), "1K": (1, 4, 16, 16), "1M": (1, 16, 256, 256)}
+
+
+def op_cases(size: str, device: str):
+    a, b = operand(SIZES[size], device), operand(SIZES[size], device)
+    m1, m2 = operand(MM[size], device), operand(MM[size], device)
+    image = operand(CONV[size], device)
+    kernel = operand((CONV[size][1], CONV[size][1], 1, 1), device)
+    return {
+        "add": lambda: a + b,
+        "mul": lambda: a * b,
+        "relu": lambda: torch.relu(a),
+        "sum": lambda: a.sum(),
+        "mm": lambda: m1 @ m2,
+        "conv2d": lambda: F.conv2d(image, kernel),
+        "softmax": lambda: torch.softmax(a, -1),
+    }
+
+
+def training_step(build, make_batch, device: str):
+    torch.manual_seed(0)
+    model = build().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = (t.to(device) for t in make_batch())
+
+    def step():
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return step
+
+
+MODELS = {
+    "MLP": (lambda: nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)),
+            lambda: (torch.randn(64, 256), torch.randint(0, 10, (64,)))),
+    "CNN": (lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 16 * 16, 10)),
+            lambda: (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))),
+    "Transformer": (lambda: nn.Sequential(
+                        nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0,
+                                                                         batch_first=True), 2),
+                        nn.Flatten(), nn.Linear(64 * 16, 10)),
+                    lambda: (torch.randn(8, 16, 64), torch.randint(0, 10, (8,)))),
+}
+
+
+def main() -> None:
+    torch.openreg.reset_fallback_counts()
+    print(f"{'operator':<10}{'size':>6}{'openreg us':>14}{'cpu us':>12}{'ratio':>8}   target")
+    for size, target in (("1", 1.5), ("1K", None), ("1M", 1.05)):
+        cpu_cases, device_cases = op_cases(size, "cpu"), op_cases(size, "openreg")
+        for name in cpu_cases:
+            inner = 5 if size == "1M" else 200
+            device_time = median_seconds(device_cases[name], inner=inner, finish=torch.openreg.synchronize)
+            cpu_time = median_seconds(cpu_cases[name], inner=inner)
+            goal = f"<= {target}" if target else ""
+            print(f"{name:<10}{size:>6}{device_time * 1e6:14.1f}{cpu_time * 1e6:12.1f}"
+                  f"{device_time / cpu_time:8.2f}   {goal}")
+    print()
+    for name, (build, make_batch) in MODELS.items():
+        device_time = median_seconds(training_step(build, make_batch, "openreg"), inner=5,
+                                     finish=torch.openreg.synchronize)
+        cpu_time = median_seconds(training_step(build, make_batch, "cpu"), inner=5)
+        print(f"training step {name:<12} openreg {device_time * 1e3:8.2f} ms   cpu {cpu_time * 1e3:8.2f} ms"
+              f"   ratio {device_time / cpu_time:5.2f}   (target <= 1.15)")
+    executor = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
+    fallback = sum(torch.openreg.fallback_counts().values())
+    print(f"\noperator calls: {executor} by the device executor, {fallback} through the CPU fallback")
+
+
+if __name__ == "__main__":
+    main()
