@@ -122,4 +122,8 @@ void resetFallbackCounts() {
 FallbackMode fallbackMode() { return mode.load(); }
 void setFallbackMode(FallbackMode m) { mode.store(m); }
 
+void cpuFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  cpuFallback(op, stack);
+}
+
 }  // namespace torch_openreg
