@@ -37,6 +37,8 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     # LITERALINCLUDE END: PYTHON_REGISTRATION
+    # The operators written in Python; they name the device "openreg".
+    from torch_openreg import ops  # noqa: F401
     _dlpack.install()
     _extensions.load_all()
 

@@ -84,7 +84,6 @@ void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& s
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = nameOf(op);
   checkCommonDevice(op, *stack, name);
-  if (runOnDevice(op, stack)) return;
   FallbackMode current = mode.load();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
                               ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");
@@ -100,8 +99,16 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// Every operator without an openreg kernel: on the device if the executor
+// can run it, else on the CPU.
+void globalFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  checkCommonDevice(op, *stack, nameOf(op));
+  if (runOnDevice(op, stack)) return;
+  cpuFallback(op, stack);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&globalFallback>());
 }
 // LITERALINCLUDE END: CPU_FALLBACK
 
@@ -127,5 +134,9 @@ void resetFallbackCounts() {
 
 FallbackMode fallbackMode() { return mode.load(); }
 void setFallbackMode(FallbackMode m) { mode.store(m); }
+
+void cpuFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  cpuFallback(op, stack);
+}
 
 }  // namespace torch_openreg

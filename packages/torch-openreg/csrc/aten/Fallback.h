@@ -2,6 +2,8 @@
 // torch.openreg.fallback_counts() and friends.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -15,5 +17,11 @@ std::map<std::string, int64_t> fallbackCounts();
 void resetFallbackCounts();
 FallbackMode fallbackMode();
 void setFallbackMode(FallbackMode mode);
+
+// The CPU fallback as a boxed kernel, for an operator sent to the CPU on
+// purpose: m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallbackKernel>()).
+// It checks devices, counts and obeys the fallback mode as the global
+// fallback does (see PerOperatorFallback.cpp).
+void cpuFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace torch_openreg

@@ -1,6 +1,9 @@
 // Minimal.cpp - registration scenario "built-in ATen operators": the minimal
 // set of kernels a PrivateUse1 backend registers before anything else works.
-// Each entry binds an aten operator to a kernel in aten/native/.
+// Each entry binds an aten operator to a kernel in aten/native/, or to
+// PyTorch's own kernel where that one is device-generic.
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
 
 #include "aten/native/Minimal.h"
@@ -15,6 +18,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", TORCH_FN(native::resize));
   m.impl("_reshape_alias", TORCH_FN(native::reshapeAlias));
   m.impl("view", TORCH_FN(native::view));
+  // Views cannot take the CPU fallback; PyTorch's own kernels are device-generic.
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("set_.source_Tensor", TORCH_FN(native::setSourceTensor));
   m.impl("set_.source_Storage", TORCH_FN(native::setSourceStorage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(native::setSourceStorageOffset));
