@@ -68,6 +68,7 @@ def test_stream_query_and_synchronize(gate):
 def test_work_follows_the_current_stream(gate):
     side = torch.openreg.Stream()
     x = torch.arange(1000, dtype=torch.float32, device="openreg")
+    torch.openreg.synchronize()  # x is filled on the default stream; side must not race it
     g = gate(side)
     with torch.openreg.stream(side):
         assert torch.openreg.current_stream() == side
@@ -85,6 +86,7 @@ def test_wait_stream_orders_work(gate):
     consumer = torch.openreg.current_stream()
     src = torch.arange(4096, dtype=torch.float32, device="openreg")
     dst = torch.zeros(4096, device="openreg")
+    torch.openreg.synchronize()  # filled on the default stream; the producer must not race them
     g = gate(producer)
     with torch.openreg.stream(producer):
         staged = _device_copy(src)  # behind the gate
@@ -104,8 +106,9 @@ def test_events_record_query_wait_and_synchronize(gate):
     g = gate(producer)
     event.record(producer)
     assert not event.query()
+    x = torch.full((256,), 7.0, device="openreg")  # filled on the default stream
+    consumer.wait_stream(torch.openreg.current_stream())
     consumer.wait_event(event)
-    x = torch.full((256,), 7.0, device="openreg")
     with torch.openreg.stream(consumer):
         y = x.to(torch.int32)  # queued behind the event
     assert not consumer.query()

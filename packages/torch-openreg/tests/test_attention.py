@@ -1,0 +1,71 @@
+"""scaled_dot_product_attention on openreg: the fused "overrideable" path
+(forward and backward) and PyTorch's math path, against the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def run(device, q, k, v, **kwargs):
+    leaves = [t.to(device).detach().requires_grad_() for t in (q, k, v)]
+    mask = kwargs.pop("attn_mask", None)
+    if mask is not None:
+        mask = mask.to(device)
+    out = F.scaled_dot_product_attention(*leaves, attn_mask=mask, **kwargs)
+    (out * out.detach().sin()).sum().backward()
+    return [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+
+
+CASES = {
+    "plain": {},
+    "causal": {"is_causal": True},
+    "float_mask": {"attn_mask": torch.randn(5, 7)},
+    "scale": {"scale": 0.3},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fused_attention_matches_cpu(name):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8)
+    if name == "causal":
+        k, v = k[:, :, :5], v[:, :, :5]
+    kwargs = dict(CASES[name])
+    mask = kwargs.get("attn_mask")
+    choice = torch._fused_sdp_choice(q.to("openreg"), k.to("openreg"), v.to("openreg"),
+                                     mask.to("openreg") if mask is not None else None)
+    assert choice == SDPBackend.OVERRIDEABLE.value
+    expected = run("cpu", q, k, v, **dict(kwargs))
+    actual = run("openreg", q, k, v, **dict(kwargs))
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_path_is_the_one_taken():
+    q = torch.randn(1, 2, 4, 8, device="openreg")
+    torch.openreg.reset_fallback_counts()
+    F.scaled_dot_product_attention(q, q, q)
+    ops = torch.openreg.executor_counts()
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in ops  # a dedicated kernel
+    assert "aten::bmm.out" in ops  # its matmuls run on the device
+
+
+def test_dropout_and_bool_masks_use_the_math_path_and_match_shapes():
+    q = torch.randn(1, 2, 4, 8)
+    qo = q.to("openreg")
+    assert torch._fused_sdp_choice(qo, qo, qo, None, 0.1) == SDPBackend.MATH.value
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    assert torch._fused_sdp_choice(qo, qo, qo, mask.to("openreg")) == SDPBackend.MATH.value
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(qo, qo, qo, attn_mask=mask.to("openreg")).cpu(),
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+
+
+def test_math_backend_can_be_forced():
+    q = torch.randn(1, 2, 4, 8)
+    with sdpa_kernel([SDPBackend.MATH]):
+        result = F.scaled_dot_product_attention(q.to("openreg"), q.to("openreg"), q.to("openreg"))
+    torch.testing.assert_close(result.cpu(), F.scaled_dot_product_attention(q, q, q))
