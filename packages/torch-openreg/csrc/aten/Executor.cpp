@@ -166,6 +166,25 @@ class KernelArguments {
   std::vector<std::pair<size_t, uint64_t>> seeds_;
 };
 
+// An out= argument: written, and keyword-only.
+bool isOutArgument(const c10::Argument& argument) {
+  const c10::AliasInfo* alias = argument.alias_info();
+  return alias != nullptr && alias->isWrite() && argument.kwarg_only();
+}
+
+// Kernel only: replaces the out= arguments with empty CPU tensors for the
+// CPU kernel to size and fill. Returns their positions.
+std::vector<size_t> useTemporaryOutputs(const c10::FunctionSchema& schema, Stack& stack) {
+  std::vector<size_t> outputs;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (isOutArgument(schema.arguments()[i]) && stack[i].isTensor()) {
+      stack[i] = at::empty({0}, stack[i].toTensor().options());
+      outputs.push_back(i);
+    }
+  }
+  return outputs;
+}
+
 bool isResizeRefusal(const c10::Error& error) {
   return std::string(error.what_without_backtrace()).find("not resizable") != std::string::npos;
 }
@@ -184,15 +203,7 @@ Stack runOnCpu(const c10::OperatorHandle& op, const KernelArguments& operands) {
   }
   Stack views = operands.cpuStack();
   Stack temporaries = views;
-  const auto& arguments = op.schema().arguments();
-  std::vector<size_t> outputs;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const c10::AliasInfo* alias = arguments[i].alias_info();
-    if (alias != nullptr && alias->isWrite() && arguments[i].kwarg_only() && views[i].isTensor()) {
-      temporaries[i] = at::empty({0}, views[i].toTensor().options());
-      outputs.push_back(i);
-    }
-  }
+  std::vector<size_t> outputs = useTemporaryOutputs(op.schema(), temporaries);
   Stack results = temporaries;
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &results);
   for (size_t i : outputs) views[i].toTensor().copy_(temporaries[i].toTensor());
@@ -352,7 +363,9 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& sign
       fresh.push_back(describe(out));
       return out;
     }));
-    freshLayout.push_back(results.back());
+    // The kernel sees where the outputs are, never the tensors themselves:
+    // a tensor released on a worker could need the GIL the host holds.
+    freshLayout.push_back(meta[i]);
   }
   auto operands = std::make_shared<KernelArguments>(schema, args, device);
   std::string name = schema.operator_name().name;
@@ -372,7 +385,8 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& sign
 // LITERALINCLUDE END: EXECUTOR_ASYNC
 
 // The output depends on the data: run the CPU kernel on the device's
-// stream, wait for it, and bring the (small) results over.
+// stream, wait for it, and bring the (small) results over. out= arguments
+// are sized on the host afterwards, since only the CPU kernel knew the size.
 void runSync(const c10::OperatorHandle& op, Stack* stack, const Signature& signature,
              c10::DeviceIndex device) {
   const auto& schema = op.schema();
@@ -385,6 +399,7 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, const Signature& signa
   launchKernel(name.c_str(), device, [op, operands, results, failure] {
     try {
       *results = operands->cpuStack();
+      useTemporaryOutputs(op.schema(), *results);
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), results.get());
     } catch (...) {
       *failure = std::current_exception();  // the caller's error, not a device fault
@@ -392,19 +407,26 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, const Signature& signa
   });
   OPENREG_CHECK(orStreamSynchronize(nativeStream(currentStream(device))));
   if (*failure) std::rethrow_exception(*failure);
-  std::vector<c10::IValue> device_results;
+  c10::Device target(c10::DeviceType::PrivateUse1, device);
+  std::vector<c10::IValue> deviceResults;
   for (size_t i = 0; i < results->size(); ++i) {
     int written = signature.writtenArgument[i];
     if (written >= 0) {
-      device_results.push_back(args[written]);
+      if (isOutArgument(schema.arguments()[written])) {
+        at::Tensor out = args[written].toTensor();
+        const at::Tensor& computed = (*results)[i].toTensor();
+        if (out.sizes() != computed.sizes()) out.resize_(computed.sizes());
+        out.copy_(computed);
+      }
+      deviceResults.push_back(args[written]);
       continue;
     }
-    device_results.push_back(mapTensors((*results)[i], [&](const at::Tensor& t) {
-      return t.defined() ? t.to(c10::Device(c10::DeviceType::PrivateUse1, device)) : t;
+    deviceResults.push_back(mapTensors((*results)[i], [&](const at::Tensor& t) {
+      return t.defined() ? t.to(target) : t;
     }));
   }
   torch::jit::drop(*stack, argc);
-  for (c10::IValue& result : device_results) stack->push_back(std::move(result));
+  for (c10::IValue& result : deviceResults) stack->push_back(std::move(result));
 }
 
 // A view operator: the Meta kernel's view of a meta copy tells the sizes,

@@ -1,6 +1,8 @@
 // Launch.cpp - see Note [Running CPU kernels on device memory] in Launch.h.
 #include "aten/native/Launch.h"
 
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/from_blob.h>
 #include <openreg/openreg.hpp>
 
@@ -22,13 +24,17 @@ size_t spanBytes(const at::Tensor& t) {
 }  // namespace
 
 DeviceView describe(const at::Tensor& t) {
-  return {t.data_ptr(), t.sizes().vec(), t.strides().vec(), t.scalar_type(), spanBytes(t)};
+  return {t.data_ptr(), t.sizes().vec(), t.strides().vec(), t.scalar_type(), spanBytes(t),
+          t.is_conj(), t.is_neg()};
 }
 
 at::Tensor cpuView(const DeviceView& view) {
   void* host = view.span == 0 ? nullptr : openreg::translate(static_cast<char*>(view.data), view.span);
-  return at::from_blob(host, view.sizes, view.strides,
-                       at::TensorOptions().dtype(view.dtype).device(at::kCPU));
+  at::Tensor cpu = at::from_blob(host, view.sizes, view.strides,
+                                 at::TensorOptions().dtype(view.dtype).device(at::kCPU));
+  if (view.conj) cpu = cpu._conj();
+  if (view.neg) cpu = cpu._neg_view();
+  return cpu;
 }
 
 void launchKernel(const char* name, c10::DeviceIndex device, std::function<void()> body) {

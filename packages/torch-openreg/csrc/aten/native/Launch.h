@@ -29,6 +29,8 @@ struct DeviceView {
   std::vector<int64_t> strides;
   at::ScalarType dtype;
   size_t span;  // bytes from data to the end of the last element
+  bool conj;    // the lazy conjugate and negative bits of complex views
+  bool neg;
 };
 DeviceView describe(const at::Tensor& deviceTensor);
 // Kernel only: the CPU tensor over the translated memory of view.
