@@ -198,3 +198,15 @@ def test_synchronous_out_variants_are_sized_on_the_host():
     result = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
     torch.testing.assert_close(result.solution.cpu(), torch.linalg.lstsq(a, b).solution,
                                rtol=1e-4, atol=1e-4)
+
+
+def test_conjugated_and_negated_views_copy_everywhere():
+    x = torch.randn(4, dtype=torch.complex64)
+    device = x.to("openreg")
+    torch.testing.assert_close(device.conj().cpu(), x.conj())  # to the host
+    torch.testing.assert_close(device.conj().to("openreg:1").cpu(), x.conj())  # across devices
+    copy = torch.empty_like(device)
+    copy.copy_(device.conj())  # within a device
+    torch.testing.assert_close(copy.cpu(), x.conj())
+    torch.testing.assert_close(device.conj().resolve_conj().cpu(), x.conj())
+    torch.testing.assert_close(torch._neg_view(device).cpu(), -x)

@@ -32,3 +32,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // LITERALINCLUDE END: MINIMAL_OPERATOR_SET
 
 }  // namespace torch_openreg
+
+namespace torch_openreg {
+
+// LITERALINCLUDE START: MATH_BITS_FALLTHROUGH
+// _copy_from handles conjugated and negated views itself (native/Copy.cpp).
+// Without these fallthroughs, PyTorch would resolve the bit first by cloning
+// the view, and cloning on openreg copies through _copy_from: an endless loop.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+// LITERALINCLUDE END: MATH_BITS_FALLTHROUGH
+
+}  // namespace torch_openreg

@@ -25,9 +25,12 @@ namespace {
 bool isOpenReg(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 // Same dtype, shape and strides, with no gaps or overlaps: a byte copy will do.
+bool hasMathBits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
+
 bool byteCopyable(const at::Tensor& dst, const at::Tensor& src) {
   return dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
-         dst.strides() == src.strides() && dst.is_non_overlapping_and_dense();
+         dst.strides() == src.strides() && dst.is_non_overlapping_and_dense() &&
+         !hasMathBits(dst) && !hasMathBits(src);
 }
 
 orStream_t current(const at::Tensor& deviceTensor) {
@@ -120,14 +123,28 @@ void copyBetweenDevices(const at::Tensor& dst, const at::Tensor& src) {
   handOver(dstStream, srcStream, dst.device().index());
 }
 
+// LITERALINCLUDE START: COPY_MATH_BITS
+// A lazily conjugated or negated view (x.conj(), x.mH) carries its bit, not
+// changed bytes. Copies on the device apply it in the kernel (the CPU views
+// carry the bits); a copy to the host first resolves it on the device.
+at::Tensor resolvedOnDevice(const at::Tensor& src) {
+  at::Tensor plain = at::empty_strided(src.sizes(), src.strides(), src.options());
+  copyWithinDevice(plain, src);
+  return plain;
+}
+// LITERALINCLUDE END: COPY_MATH_BITS
+
 }  // namespace
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
+  TORCH_CHECK(!hasMathBits(dst), "openreg does not support copying into a conjugated or negated view");
   const at::Tensor& device = isOpenReg(dst) ? dst : self;
   c10::DeviceGuard guard(device.device());
-  if (!isOpenReg(self)) {
+  if (isOpenReg(self) && !isOpenReg(dst) && hasMathBits(self)) {
+    copyDeviceToHost(dst, resolvedOnDevice(self), nonBlocking);
+  } else if (!isOpenReg(self)) {
     copyHostToDevice(dst, self, nonBlocking);
   } else if (!isOpenReg(dst)) {
     copyDeviceToHost(dst, self, nonBlocking);
