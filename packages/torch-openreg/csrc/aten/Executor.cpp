@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 
 #include "aten/native/Launch.h"
@@ -304,15 +305,33 @@ bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
 // LITERALINCLUDE END: EXECUTOR_SHAPE_CACHE
 
 std::atomic<bool> enabled{c10::utils::get_env("OPENREG_DEVICE_EXECUTOR") != "0"};
-std::mutex countsMutex;
-std::map<std::string, ExecutorCounts> counts;
 
-void count(const c10::OperatorHandle& op, bool synchronous) {
-  const auto& name = op.schema().operator_name();
-  std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-  std::lock_guard<std::mutex> lock(countsMutex);
-  ExecutorCounts& c = counts[key];
-  ++(synchronous ? c.sync : c.async);
+// What the executor derives once per operator from its (immutable) schema,
+// and how often it ran the operator: no string is built on the hot path.
+struct OperatorInfo {
+  std::string name;   // "aten::add.out", for the counts
+  std::string label;  // "aten::add", the kernel's name in errors and traces
+  Signature signature;
+  std::atomic<int64_t> async{0};
+  std::atomic<int64_t> sync{0};
+};
+
+std::shared_mutex infosMutex;
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OperatorInfo>> infos;
+
+OperatorInfo& infoOf(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema* schema = &op.schema();
+  {
+    std::shared_lock<std::shared_mutex> lock(infosMutex);
+    auto found = infos.find(schema);
+    if (found != infos.end()) return *found->second;
+  }
+  auto info = std::make_unique<OperatorInfo>();
+  info->name = operatorName(op);
+  info->label = schema->operator_name().name;
+  info->signature = readSignature(*schema);
+  std::unique_lock<std::shared_mutex> lock(infosMutex);
+  return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }
 
 // Copies a CPU result tensor into the matching device output view. A CPU
@@ -337,8 +356,9 @@ void storeResult(const c10::IValue& cpu, const c10::IValue& device) {
 }
 
 // LITERALINCLUDE START: EXECUTOR_ASYNC
-void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& signature,
-              Stack& meta, c10::DeviceIndex device) {
+void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& info, Stack& meta,
+              c10::DeviceIndex device) {
+  const Signature& signature = info.signature;
   const auto& schema = op.schema();
   size_t argc = schema.arguments().size();
   auto args = torch::jit::last(*stack, argc);
@@ -368,8 +388,7 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& sign
     freshLayout.push_back(meta[i]);
   }
   auto operands = std::make_shared<KernelArguments>(schema, args, device);
-  std::string name = schema.operator_name().name;
-  launchKernel(name.c_str(), device, [op, operands, fresh = std::move(fresh), freshLayout] {
+  launchKernel(info.label.c_str(), device, [op, operands, fresh = std::move(fresh), freshLayout] {
     Stack cpu = runOnCpu(op, *operands);
     size_t next = 0;
     for (size_t i = 0; i < freshLayout.size(); ++i) {
@@ -387,16 +406,16 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const Signature& sign
 // The output depends on the data: run the CPU kernel on the device's
 // stream, wait for it, and bring the (small) results over. out= arguments
 // are sized on the host afterwards, since only the CPU kernel knew the size.
-void runSync(const c10::OperatorHandle& op, Stack* stack, const Signature& signature,
+void runSync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& info,
              c10::DeviceIndex device) {
+  const Signature& signature = info.signature;
   const auto& schema = op.schema();
   size_t argc = schema.arguments().size();
   auto args = torch::jit::last(*stack, argc);
   auto operands = std::make_shared<KernelArguments>(schema, args, device);
   auto results = std::make_shared<Stack>();
   auto failure = std::make_shared<std::exception_ptr>();
-  std::string name = schema.operator_name().name;
-  launchKernel(name.c_str(), device, [op, operands, results, failure] {
+  launchKernel(info.label.c_str(), device, [op, operands, results, failure] {
     try {
       *results = operands->cpuStack();
       useTemporaryOutputs(op.schema(), *results);
@@ -465,30 +484,43 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
                               "openreg has no kernel for ", schema.operator_name(),
                               ", and PyTorch has no CPU kernel for the device executor to run");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
-  Signature signature = readSignature(schema);
+  OperatorInfo& info = infoOf(op);
   Stack meta;
-  bool inferred = !signature.returnsNonTensor && inferOnMeta(op, args, &meta);
-  if (signature.returnsView) return inferred && runView(op, stack, meta);
+  bool inferred = !info.signature.returnsNonTensor && inferOnMeta(op, args, &meta);
+  if (info.signature.returnsView) return inferred && runView(op, stack, meta);
   if (inferred) {
-    runAsync(op, stack, signature, meta, *device);
+    runAsync(op, stack, info, meta, *device);
   } else {
-    runSync(op, stack, signature, *device);
+    runSync(op, stack, info, *device);
   }
-  count(op, !inferred);
+  ++(inferred ? info.async : info.sync);
   return true;
 }
 
 bool executorEnabled() { return enabled.load(); }
 void setExecutorEnabled(bool on) { enabled.store(on); }
 
+std::string operatorName(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
 std::map<std::string, ExecutorCounts> executorCounts() {
-  std::lock_guard<std::mutex> lock(countsMutex);
+  std::map<std::string, ExecutorCounts> counts;
+  std::shared_lock<std::shared_mutex> lock(infosMutex);
+  for (const auto& [schema, info] : infos) {
+    ExecutorCounts c{info->async.load(), info->sync.load()};
+    if (c.async != 0 || c.sync != 0) counts[info->name] = c;
+  }
   return counts;
 }
 
 void resetExecutorCounts() {
-  std::lock_guard<std::mutex> lock(countsMutex);
-  counts.clear();
+  std::shared_lock<std::shared_mutex> lock(infosMutex);
+  for (const auto& [schema, info] : infos) {
+    info->async.store(0);
+    info->sync.store(0);
+  }
 }
 
 }  // namespace torch_openreg

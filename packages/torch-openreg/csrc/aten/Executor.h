@@ -25,6 +25,9 @@ bool runOnDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 bool executorEnabled();
 void setExecutorEnabled(bool enabled);
 
+// An operator's full name, "aten::add.out", as every count reports it.
+std::string operatorName(const c10::OperatorHandle& op);
+
 // Calls per operator that the executor ran without waiting ("async") and
 // that had to wait for their results ("sync": data-dependent shapes,
 // non-tensor results).

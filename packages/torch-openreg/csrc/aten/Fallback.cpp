@@ -39,11 +39,6 @@ std::atomic<FallbackMode> mode{modeFromEnvironment()};
 std::mutex countsMutex;
 std::map<std::string, int64_t> counts;
 
-std::string nameOf(const c10::OperatorHandle& op) {
-  const auto& name = op.schema().operator_name();
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-}
-
 // The device check that PyTorch generates for the kernels of built-in
 // backends, which the fallback would otherwise skip (it moves everything to
 // the CPU, so mixing openreg:0, openreg:1 and CPU tensors would "work").
@@ -51,9 +46,8 @@ std::string nameOf(const c10::OperatorHandle& op) {
 // 0-dim scalars only, as TensorIterator does. Lists of optional tensors (the
 // indices of index and index_put_) are left to the operator, which accepts
 // CPU indices as on CUDA; _foreach_ operators work element by element.
-void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                       const std::string& name) {
-  if (name.rfind("aten::_foreach_", 0) == 0) return;
+void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (op.schema().name().rfind("aten::_foreach_", 0) == 0) return;
   const auto& schema = op.schema().arguments();
   auto arguments = torch::jit::last(stack, schema.size());
   std::optional<c10::Device> common;
@@ -68,7 +62,7 @@ void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& s
     if (first.is_cpu()) std::swap(first, second);
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                 "devices, ", first, " and ", second, "! (when checking argument ", argument,
-                " of ", name, ")");
+                " of ", operatorName(op), ")");
   };
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::IValue& value = arguments[i];
@@ -82,8 +76,8 @@ void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& s
 
 // LITERALINCLUDE START: CPU_FALLBACK
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = nameOf(op);
-  checkCommonDevice(op, *stack, name);
+  std::string name = operatorName(op);
+  checkCommonDevice(op, *stack);
   FallbackMode current = mode.load();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
                               ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");
@@ -102,7 +96,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // Every operator without an openreg kernel: on the device if the executor
 // can run it, else on the CPU.
 void globalFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  checkCommonDevice(op, *stack, nameOf(op));
+  checkCommonDevice(op, *stack);
   if (runOnDevice(op, stack)) return;
   cpuFallback(op, stack);
 }
