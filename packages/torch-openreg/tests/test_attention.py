@@ -45,12 +45,17 @@ def test_fused_attention_matches_cpu(name):
 
 
 def test_fused_path_is_the_one_taken():
+    # The math path runs softmax; the fused one works from log-sum-exp.
     q = torch.randn(1, 2, 4, 8, device="openreg")
     torch.openreg.reset_fallback_counts()
     F.scaled_dot_product_attention(q, q, q)
-    ops = torch.openreg.executor_counts()
-    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in ops  # a dedicated kernel
-    assert "aten::bmm.out" in ops  # its matmuls run on the device
+    fused = torch.openreg.executor_counts()
+    assert "aten::_softmax.out" not in fused
+    assert "aten::bmm.out" in fused  # its matmuls run on the device
+    torch.openreg.reset_fallback_counts()
+    with sdpa_kernel([SDPBackend.MATH]):
+        F.scaled_dot_product_attention(q, q, q)
+    assert "aten::_softmax.out" in torch.openreg.executor_counts()
 
 
 def test_dropout_and_bool_masks_use_the_math_path_and_match_shapes():
