@@ -14,11 +14,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/env.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "aten/native/Launch.h"
@@ -119,20 +120,25 @@ Signature readSignature(const c10::FunctionSchema& schema) {
 // The operands of one call, ready for a kernel: device tensors become
 // placeholders (their views are rebuilt inside the kernel from DeviceViews
 // taken now), CPU tensors are copied (the caller may change them before the
-// kernel runs), generators become seeds.
+// kernel runs), generators become seeds. outputs, if any, follow args (the
+// out= arguments of an out= twin).
 class KernelArguments {
  public:
   KernelArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                  c10::DeviceIndex device) {
-    for (size_t i = 0; i < args.size(); ++i) {
+                  c10::DeviceIndex device, c10::ArrayRef<c10::IValue> outputs = {}) {
+    size_t count = args.size() + outputs.size();
+    template_.reserve(count);
+    views_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const c10::IValue& arg = i < args.size() ? args[i] : outputs[i - args.size()];
       if (isGeneratorArgument(schema.arguments()[i])) {
         std::optional<at::Generator> gen;
-        if (args[i].isGenerator()) gen = args[i].toGenerator();
+        if (arg.isGenerator()) gen = arg.toGenerator();
         seeds_.push_back({i, drawKernelSeed(gen, device)});
         template_.push_back(c10::IValue());
         continue;
       }
-      template_.push_back(mapTensors(args[i], [&](const at::Tensor& t) {
+      template_.push_back(mapTensors(arg, [&](const at::Tensor& t) {
         placeholder_.push_back(isOpenReg(t));
         if (isOpenReg(t)) {
           views_.push_back(describe(t));
@@ -150,6 +156,7 @@ class KernelArguments {
   // Kernel only: the CPU stack for the operator's CPU kernel.
   Stack cpuStack() const {
     Stack stack;
+    stack.reserve(template_.size());
     size_t slot = 0, view = 0;
     for (const c10::IValue& arg : template_) {
       stack.push_back(mapTensors(arg, [&](const at::Tensor& t) {
@@ -244,67 +251,135 @@ bool runMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, Sta
 // value, other CPU tensor), and every other argument's value. A training
 // loop asks the same questions at every step, so after the first step no
 // Meta kernel runs. "No answer" (data-dependent shapes) is cached too.
+// The key is binary (raw integers, not text): building it allocates nothing
+// once the per-thread buffer has grown, which keeps a cache hit cheap.
+template <typename T>
+void appendRaw(std::string& key, const T& value) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void appendInts(std::string& key, c10::IntArrayRef values) {
+  appendRaw(key, values.size());
+  key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+}
+
 void appendKey(std::string& key, const c10::IValue& value) {
   if (value.isTensor()) {
     const at::Tensor& t = value.toTensor();
     if (!t.defined()) {
-      key += "U;";
+      key += 'U';
       return;
     }
     bool cpuScalar = t.device().is_cpu() && t.dim() == 0;
-    key += cpuScalar ? (t.unsafeGetTensorImpl()->is_wrapped_number() ? "W" : "S") : (t.is_cpu() ? "C" : "D");
-    key += std::to_string(static_cast<int>(t.scalar_type()));
-    for (int64_t size : t.sizes()) key += "," + std::to_string(size);
-    key += "/";
-    for (int64_t stride : t.strides()) key += "," + std::to_string(stride);
-    if (cpuScalar) key += "=" + c10::str(t.item());
-    key += ";";
+    key += cpuScalar ? (t.unsafeGetTensorImpl()->is_wrapped_number() ? 'W' : 'S') : (t.is_cpu() ? 'C' : 'D');
+    appendRaw(key, t.scalar_type());
+    appendInts(key, t.sizes());
+    appendInts(key, t.strides());
+    // A CPU scalar's value can decide the result dtype: its bytes are part of it.
+    if (cpuScalar) key.append(static_cast<const char*>(t.const_data_ptr()), t.element_size());
   } else if (value.isTensorList() || value.isOptionalTensorList()) {
-    key += "[";
+    key += '[';
     mapTensors(value, [&](const at::Tensor& t) {
       appendKey(key, t);
       return t;
     });
-    key += "];";
+    key += ']';
+  } else if (value.isInt()) {
+    key += 'i';
+    appendRaw(key, value.toInt());
   } else if (value.isDouble()) {
-    char text[40];
-    std::snprintf(text, sizeof(text), "%a;", value.toDouble());  // exact
-    key += text;
+    key += 'd';
+    appendRaw(key, value.toDouble());  // the bits: exact
+  } else if (value.isBool()) {
+    key += value.toBool() ? 'T' : 'F';
+  } else if (value.isNone()) {
+    key += 'N';
+  } else if (value.isIntList()) {
+    key += 'l';
+    appendInts(key, value.toDimVector());
   } else {
-    key += c10::str(value) + ";";
+    key += 'x';
+    key += c10::str(value);  // strings, devices, nested lists: rare
+    key += '\0';
   }
 }
 
 struct ShapeCache {
   static constexpr size_t kMaxEntries = size_t{1} << 16;
   std::mutex mutex;
-  std::unordered_map<std::string, std::optional<Stack>> answers;  // nullopt: no answer
+  // Shared so that a hit hands the answer out without copying it; null
+  // means "no answer".
+  std::unordered_map<std::string, std::shared_ptr<const Stack>> answers;
 };
 
-bool inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, Stack* meta) {
+// The Meta kernel's results for op on args, or null when there is none.
+std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   static ShapeCache* cache = new ShapeCache();  // never destroyed: used until exit
-  std::string key = c10::str(static_cast<const void*>(&op.schema()), ":");
+  thread_local std::string key;
+  key.clear();
+  appendRaw(key, &op.schema());
   for (size_t i = 0; i < args.size(); ++i) {
     if (!isGeneratorArgument(op.schema().arguments()[i])) appendKey(key, args[i]);
   }
   {
     std::lock_guard<std::mutex> lock(cache->mutex);
     auto found = cache->answers.find(key);
-    if (found != cache->answers.end()) {
-      if (!found->second.has_value()) return false;
-      *meta = *found->second;
-      return true;
-    }
+    if (found != cache->answers.end()) return found->second;
   }
-  bool inferred = runMeta(op, args, meta);
+  auto meta = std::make_shared<Stack>();
+  std::shared_ptr<const Stack> answer = runMeta(op, args, meta.get()) ? std::move(meta) : nullptr;
   std::lock_guard<std::mutex> lock(cache->mutex);
   if (cache->answers.size() >= ShapeCache::kMaxEntries) cache->answers.clear();
-  cache->answers.emplace(std::move(key), inferred ? std::optional<Stack>(*meta) : std::nullopt);
-  return inferred;
+  cache->answers.emplace(key, answer);
+  return answer;
 }
 // LITERALINCLUDE END: EXECUTOR_SHAPE_CACHE
 
 std::atomic<bool> enabled{c10::utils::get_env("OPENREG_DEVICE_EXECUTOR") != "0"};
+
+// LITERALINCLUDE START: EXECUTOR_OUT_VARIANT
+// Note [Writing results straight into device memory]
+// A functional operator's CPU kernel returns new CPU tensors, which would
+// then be copied into the device outputs: a second pass over the data and a
+// fresh host allocation per call. Most functional operators have an out=
+// twin (add.Tensor and add.out) taking the same arguments plus one out=
+// tensor per result; the executor calls that twin with the device outputs,
+// so the CPU kernel writes the results where they belong.
+bool isOutVariantOf(const c10::FunctionSchema& out, const c10::FunctionSchema& functional) {
+  const auto& inputs = functional.arguments();
+  const auto& results = functional.returns();
+  if (out.arguments().size() != inputs.size() + results.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::Argument& a = out.arguments()[i];
+    if (a.name() != inputs[i].name() || *a.type() != *inputs[i].type() || a.alias_info()) return false;
+  }
+  for (size_t i = inputs.size(); i < out.arguments().size(); ++i) {
+    const c10::Argument& a = out.arguments()[i];
+    if (!isOutArgument(a) || a.type()->kind() != c10::TypeKind::TensorType) return false;
+  }
+  return true;
+}
+
+std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& functional) {
+  if (functional.is_mutable() || functional.returns().empty()) return std::nullopt;
+  for (const c10::Argument& result : functional.returns()) {
+    if (result.type()->kind() != c10::TypeKind::TensorType || result.alias_info()) return std::nullopt;
+  }
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name != functional.name()) continue;
+    std::optional<c10::OperatorHandle> candidate = dispatcher.findOp(name);
+    // Only a kernel registered for the CPU itself writes into out=: the
+    // autogenerated out= forms (relu.out) run the functional kernel and copy.
+    if (candidate && candidate->hasSchema() && isOutVariantOf(candidate->schema(), functional) &&
+        candidate->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+// LITERALINCLUDE END: EXECUTOR_OUT_VARIANT
 
 // What the executor derives once per operator from its (immutable) schema,
 // and how often it ran the operator: no string is built on the hot path.
@@ -312,6 +387,8 @@ struct OperatorInfo {
   std::string name;   // "aten::add.out", for the counts
   std::string label;  // "aten::add", the kernel's name in errors and traces
   Signature signature;
+  bool hasCpuKernel = false;
+  std::optional<c10::OperatorHandle> outVariant;  // Note [Writing results straight into device memory]
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
 };
@@ -330,6 +407,8 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->name = operatorName(op);
   info->label = schema->operator_name().name;
   info->signature = readSignature(*schema);
+  info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+  info->outVariant = findOutVariant(*schema);
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }
@@ -355,8 +434,56 @@ void storeResult(const c10::IValue& cpu, const c10::IValue& device) {
   }
 }
 
+// Queues a functional operator as its out= twin, writing into the fresh
+// device outputs results (Note [Writing results straight into device memory]).
+void launchIntoOutputs(const c10::OperatorHandle& op, const OperatorInfo& info, c10::ArrayRef<c10::IValue> args,
+                       const std::vector<c10::IValue>& results, c10::DeviceIndex device) {
+  const c10::OperatorHandle& out = *info.outVariant;
+  auto operands = std::make_shared<KernelArguments>(out.schema(), args, device, results);
+  launchKernel(info.label.c_str(), device, [op, out, operands, argc = args.size()] {
+    Stack cpu = operands->cpuStack();
+    try {
+      out.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+      return;
+    } catch (const c10::Error&) {
+      // Some out= kernels refuse what their functional twin accepts (they
+      // resize an output, or check dtypes more strictly): run the twin.
+    }
+    Stack views = operands->cpuStack();
+    Stack functional(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(argc));
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &functional);
+    for (size_t i = 0; i < functional.size(); ++i) {
+      storeTensor(functional[i].toTensor(), views[argc + i].toTensor());
+    }
+  });
+}
+
+// Queues op as it is; its CPU results are copied into the fresh device
+// outputs, described by fresh (in order) and laid out as freshLayout.
+void launchAndCopyResults(const c10::OperatorHandle& op, const OperatorInfo& info, c10::ArrayRef<c10::IValue> args,
+                          std::vector<DeviceView> fresh, std::vector<c10::IValue> freshLayout,
+                          c10::DeviceIndex device) {
+  auto operands = std::make_shared<KernelArguments>(op.schema(), args, device);
+  launchKernel(info.label.c_str(), device,
+               [op, operands, fresh = std::move(fresh), freshLayout = std::move(freshLayout)] {
+                 Stack cpu = runOnCpu(op, *operands);
+                 size_t next = 0;
+                 for (size_t i = 0; i < freshLayout.size(); ++i) {
+                   if (freshLayout[i].isNone()) continue;  // written in place by the CPU kernel
+                   storeResult(cpu[i], mapTensors(freshLayout[i], [&](const at::Tensor& t) {
+                                 return t.defined() ? cpuView(fresh[next++]) : t;
+                               }));
+                 }
+               });
+}
+
+bool allDefinedTensors(const std::vector<c10::IValue>& values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); });
+}
+
 // LITERALINCLUDE START: EXECUTOR_ASYNC
-void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& info, Stack& meta,
+void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& info, const Stack& meta,
               c10::DeviceIndex device) {
   const Signature& signature = info.signature;
   const auto& schema = op.schema();
@@ -367,6 +494,8 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& i
   std::vector<c10::IValue> results;
   std::vector<DeviceView> fresh;
   std::vector<c10::IValue> freshLayout;  // per result: views of fresh outputs
+  results.reserve(meta.size());
+  freshLayout.reserve(meta.size());
   for (size_t i = 0; i < meta.size(); ++i) {
     int written = signature.writtenArgument[i];
     if (written >= 0) {
@@ -387,17 +516,11 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& i
     // a tensor released on a worker could need the GIL the host holds.
     freshLayout.push_back(meta[i]);
   }
-  auto operands = std::make_shared<KernelArguments>(schema, args, device);
-  launchKernel(info.label.c_str(), device, [op, operands, fresh = std::move(fresh), freshLayout] {
-    Stack cpu = runOnCpu(op, *operands);
-    size_t next = 0;
-    for (size_t i = 0; i < freshLayout.size(); ++i) {
-      if (freshLayout[i].isNone()) continue;  // written in place by the CPU kernel
-      storeResult(cpu[i], mapTensors(freshLayout[i], [&](const at::Tensor& t) {
-                    return t.defined() ? cpuView(fresh[next++]) : t;
-                  }));
-    }
-  });
+  if (info.outVariant && allDefinedTensors(results)) {
+    launchIntoOutputs(op, info, args, results, device);
+  } else {
+    launchAndCopyResults(op, info, args, std::move(fresh), std::move(freshLayout), device);
+  }
   torch::jit::drop(*stack, argc);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }
@@ -450,7 +573,7 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& in
 
 // A view operator: the Meta kernel's view of a meta copy tells the sizes,
 // strides and offset; the same view of the real input is then exact.
-bool runView(const c10::OperatorHandle& op, Stack* stack, Stack& meta) {
+bool runView(const c10::OperatorHandle& op, Stack* stack, const Stack& meta) {
   const auto& schema = op.schema();
   auto args = torch::jit::last(*stack, schema.arguments().size());
   if (meta.size() != 1 || !meta[0].isTensor() || !args[0].isTensor()) return false;
@@ -480,16 +603,16 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!device.has_value()) return false;  // no device operand to run next to
   // Without a CPU kernel there is nothing to run (the accelerator-only
   // operators, e.g. cuDNN's): say so here, not as a device fault later.
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
-                              "openreg has no kernel for ", schema.operator_name(),
+  OperatorInfo& info = infoOf(op);
+  TORCH_CHECK_NOT_IMPLEMENTED(info.hasCpuKernel, "openreg has no kernel for ", schema.operator_name(),
                               ", and PyTorch has no CPU kernel for the device executor to run");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
-  OperatorInfo& info = infoOf(op);
-  Stack meta;
-  bool inferred = !info.signature.returnsNonTensor && inferOnMeta(op, args, &meta);
-  if (info.signature.returnsView) return inferred && runView(op, stack, meta);
+  std::shared_ptr<const Stack> meta;
+  if (!info.signature.returnsNonTensor) meta = inferOnMeta(op, args);
+  bool inferred = meta != nullptr;
+  if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
   if (inferred) {
-    runAsync(op, stack, info, meta, *device);
+    runAsync(op, stack, info, *meta, *device);
   } else {
     runSync(op, stack, info, *device);
   }

@@ -24,7 +24,8 @@ size_t spanBytes(const at::Tensor& t) {
 }  // namespace
 
 DeviceView describe(const at::Tensor& t) {
-  return {t.data_ptr(), t.sizes().vec(), t.strides().vec(), t.scalar_type(), spanBytes(t),
+  return {t.data_ptr(), c10::SmallVector<int64_t, 5>(t.sizes().begin(), t.sizes().end()),
+          c10::SmallVector<int64_t, 5>(t.strides().begin(), t.strides().end()), t.scalar_type(), spanBytes(t),
           t.is_conj(), t.is_neg()};
 }
 

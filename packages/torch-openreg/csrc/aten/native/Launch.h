@@ -12,6 +12,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <functional>
 #include <vector>
@@ -25,8 +26,8 @@ using CpuKernel = std::function<void(std::vector<at::Tensor>& views)>;
 // kernel runs.
 struct DeviceView {
   void* data;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  c10::SmallVector<int64_t, 5> sizes;  // inline up to 5 dimensions: no allocation per launch
+  c10::SmallVector<int64_t, 5> strides;
   at::ScalarType dtype;
   size_t span;  // bytes from data to the end of the last element
   bool conj;    // the lazy conjugate and negative bits of complex views
