@@ -1,11 +1,12 @@
-// Convolution.cpp - convolution on openreg: output shapes come from the
-// Meta implementation on the host, the arithmetic from PyTorch's CPU
+// Convolution.cpp - convolution on openreg: output shapes computed on the
+// host with PyTorch's own shape formulas, the arithmetic from PyTorch's CPU
 // convolution inside a kernel on the current stream.
 #include "aten/native/Convolution.h"
 
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
-#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/native/Launch.h"
@@ -13,14 +14,20 @@
 namespace torch_openreg::native {
 namespace {
 
-at::Tensor meta(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+// The layout PyTorch's CPU convolution gives its results: channels-last
+// when either operand is (a Meta call would say the same, at the cost of
+// a Python meta function per call).
+c10::MemoryFormat layoutOf(const at::Tensor& input, const at::Tensor& weight) {
+  for (c10::MemoryFormat format : {c10::MemoryFormat::ChannelsLast, c10::MemoryFormat::ChannelsLast3d}) {
+    if (input.suggest_memory_format() == format || weight.suggest_memory_format() == format) return format;
+  }
+  return c10::MemoryFormat::Contiguous;
 }
 
-// A device tensor laid out like the meta tensor m (or undefined).
-at::Tensor like(const at::Tensor& m, const at::Tensor& onDevice) {
-  if (!m.defined()) return m;
-  return at::empty_strided(m.sizes(), m.strides(), m.options().device(onDevice.device()));
+// A device tensor of sizes on like's device, or undefined when not wanted.
+at::Tensor emptyIf(bool wanted, at::IntArrayRef sizes, const at::Tensor& like, c10::MemoryFormat format) {
+  if (!wanted) return at::Tensor();
+  return at::empty(sizes, like.options(), format);
 }
 
 }  // namespace
@@ -31,10 +38,12 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        at::IntArrayRef outputPadding, int64_t groups) {
   c10::DeviceGuard guard(input.device());
   bool hasBias = bias.has_value() && bias->defined();
-  std::optional<at::Tensor> metaBias = hasBias ? std::optional<at::Tensor>(meta(*bias)) : std::nullopt;
-  at::Tensor output = like(at::convolution(meta(input), meta(weight), metaBias, stride, padding,
-                                           dilation, transposed, outputPadding, groups),
-                           input);
+  // at::_convolution checked the shapes before choosing this backend.
+  std::vector<int64_t> outputSizes =
+      transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, outputPadding, stride,
+                                               dilation, groups)
+                 : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
+  at::Tensor output = at::empty(outputSizes, input.options(), layoutOf(input, weight));
   std::vector<at::Tensor> operands{output, input, weight};
   if (hasBias) operands.push_back(*bias);
   auto s = stride.vec(), p = padding.vec(), d = dilation.vec(), o = outputPadding.vec();
@@ -52,10 +61,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   c10::DeviceGuard guard(input.device());
   int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
   std::vector<int64_t> biasSizes{channels};
-  auto [mi, mw, mb] = at::convolution_backward(meta(gradOutput), meta(input), meta(weight), biasSizes,
-                                               stride, padding, dilation, transposed, outputPadding,
-                                               groups, outputMask);
-  at::Tensor gradInput = like(mi, input), gradWeight = like(mw, input), gradBias = like(mb, input);
+  // Each gradient has the shape of what it is the gradient of.
+  c10::MemoryFormat layout = layoutOf(input, weight);
+  at::Tensor gradInput = emptyIf(outputMask[0], input.sizes(), input, layout);
+  at::Tensor gradWeight = emptyIf(outputMask[1], weight.sizes(), weight, layout);
+  at::Tensor gradBias = emptyIf(outputMask[2], biasSizes, weight, c10::MemoryFormat::Contiguous);
   std::vector<at::Tensor> operands{gradOutput, input, weight};
   for (const at::Tensor& g : {gradInput, gradWeight, gradBias}) {
     if (g.defined()) operands.push_back(g);
