@@ -6,7 +6,7 @@ elements, and for one training step of an MLP, a CNN and a Transformer,
 prints the median time per call on openreg, the median time of the same work
 on the CPU, and their ratio. openreg is timed as a device is used: a batch of
 calls is queued, then one synchronisation waits for all of them, and the
-total is divided by the number of calls. Also prints how many operator calls
+total is divided by the number of calls. openreg and CPU samples alternate. Also prints how many operator calls
 ran natively and how many fell back to the CPU.
 
     .venv/bin/python tools/bench/torch_ops.py
@@ -20,17 +20,33 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def median_seconds(fn, repeat: int = 7, inner: int = 20, finish=lambda: None) -> float:
-    fn()
-    finish()
-    samples = []
+def seconds_per_call(fn, inner: int, finish) -> float:
+    # Let the other side's threads go idle first: the stream workers and
+    # the OpenMP teams poll for a while after their last work, and on two
+    # cores a poller takes the core the next sample needs.
+    time.sleep(0.005)
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    finish()  # openreg: wait for the queued work, inside the timing
+    return (time.perf_counter() - start) / inner
+
+
+def compare(device_fn, cpu_fn, inner: int, repeat: int = 15) -> tuple[float, float]:
+    """Median seconds per call on openreg and on the CPU.
+
+    The samples alternate (openreg, CPU, openreg, ...) so that both sides
+    see the same machine: on a shared VM the speed of the CPU drifts by tens
+    of percent within a run, which back-to-back blocks would turn into
+    ratio noise.
+    """
+    device_fn(), cpu_fn()
+    torch.openreg.synchronize()
+    device, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        finish()  # openreg: wait for the queued work, inside the timing
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+        device.append(seconds_per_call(device_fn, inner, torch.openreg.synchronize))
+        cpu.append(seconds_per_call(cpu_fn, inner, lambda: None))
+    return statistics.median(device), statistics.median(cpu)
 
 
 def operand(shape, device):
@@ -91,17 +107,15 @@ def main() -> None:
     for size, target in (("1", 1.5), ("1K", None), ("1M", 1.05)):
         cpu_cases, device_cases = op_cases(size, "cpu"), op_cases(size, "openreg")
         for name in cpu_cases:
-            inner = 5 if size == "1M" else 200
-            device_time = median_seconds(device_cases[name], inner=inner, finish=torch.openreg.synchronize)
-            cpu_time = median_seconds(cpu_cases[name], inner=inner)
+            inner = 20 if size == "1M" else 200
+            device_time, cpu_time = compare(device_cases[name], cpu_cases[name], inner)
             goal = f"<= {target}" if target else ""
             print(f"{name:<10}{size:>6}{device_time * 1e6:14.1f}{cpu_time * 1e6:12.1f}"
                   f"{device_time / cpu_time:8.2f}   {goal}")
     print()
     for name, (build, make_batch) in MODELS.items():
-        device_time = median_seconds(training_step(build, make_batch, "openreg"), inner=5,
-                                     finish=torch.openreg.synchronize)
-        cpu_time = median_seconds(training_step(build, make_batch, "cpu"), inner=5)
+        device_time, cpu_time = compare(training_step(build, make_batch, "openreg"),
+                                        training_step(build, make_batch, "cpu"), inner=5)
         print(f"training step {name:<12} openreg {device_time * 1e3:8.2f} ms   cpu {cpu_time * 1e3:8.2f} ms"
               f"   ratio {device_time / cpu_time:5.2f}   (target <= 1.15)")
     executor = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
