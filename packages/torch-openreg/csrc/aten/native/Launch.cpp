@@ -6,9 +6,6 @@
 #include <ATen/ops/from_blob.h>
 #include <openreg/openreg.hpp>
 
-#include <stdexcept>
-
-#include "runtime/Check.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
@@ -38,29 +35,6 @@ at::Tensor cpuView(const DeviceView& view) {
   return cpu;
 }
 
-void launchKernel(const char* name, c10::DeviceIndex device, std::function<void()> body) {
-  orStream_t stream = nativeStream(currentStream(device));
-  OPENREG_CHECK(openreg::launch(stream, name, [body = std::move(body)] {
-    try {
-      body();
-    } catch (const c10::Error& error) {
-      // The sticky error should read like the check that failed, not like
-      // a C++ backtrace of the worker thread.
-      throw std::runtime_error(error.what_without_backtrace());
-    }
-  }));
-}
-
-void launchOnStream(const char* name, const std::vector<at::Tensor>& tensors, CpuKernel fn) {
-  std::vector<DeviceView> specs;
-  specs.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) specs.push_back(describe(t));
-  launchKernel(name, tensors.at(0).device().index(), [specs = std::move(specs), fn = std::move(fn)] {
-    std::vector<at::Tensor> views;
-    views.reserve(specs.size());
-    for (const DeviceView& spec : specs) views.push_back(cpuView(spec));
-    fn(views);
-  });
-}
+orStream_t currentNativeStream(c10::DeviceIndex device) { return nativeStream(currentStream(device)); }
 
 }  // namespace torch_openreg

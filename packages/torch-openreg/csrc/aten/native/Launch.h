@@ -13,9 +13,14 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <openreg/openreg.hpp>
 
 #include <functional>
+#include <stdexcept>
+#include <utility>
 #include <vector>
+
+#include "runtime/Check.h"
 
 namespace torch_openreg {
 
@@ -37,12 +42,41 @@ DeviceView describe(const at::Tensor& deviceTensor);
 // Kernel only: the CPU tensor over the translated memory of view.
 at::Tensor cpuView(const DeviceView& view);
 
-// tensors: openreg tensors on the current device (or peers); fn receives
-// CPU views of them in the same order.
-void launchOnStream(const char* name, const std::vector<at::Tensor>& tensors, CpuKernel fn);
+// The current openreg stream of device, as the runtime knows it.
+orStream_t currentNativeStream(c10::DeviceIndex device);
 
 // Queues body as a kernel named name on the current stream of device. A
 // c10::Error that body throws fails the kernel with its message.
-void launchKernel(const char* name, c10::DeviceIndex device, std::function<void()> body);
+//
+// A template rather than a std::function, like launchOnStream below: the
+// kernel is then one heap object, allocated by the host and freed by the
+// stream's worker. Every further object freed across threads costs a lock
+// on the C library's allocator arena, which both threads contend for.
+template <typename Body>
+void launchKernel(const char* name, c10::DeviceIndex device, Body body) {
+  OPENREG_CHECK(openreg::launch(currentNativeStream(device), name, [body = std::move(body)]() mutable {
+    try {
+      body();
+    } catch (const c10::Error& error) {
+      // The sticky error should read like the check that failed, not like
+      // a C++ backtrace of the worker thread.
+      throw std::runtime_error(error.what_without_backtrace());
+    }
+  }));
+}
+
+// tensors: openreg tensors on the current device (or peers); fn(views)
+// receives CPU views of them in the same order.
+template <typename Fn>
+void launchOnStream(const char* name, c10::ArrayRef<at::Tensor> tensors, Fn fn) {
+  c10::SmallVector<DeviceView, 4> specs;
+  for (const at::Tensor& t : tensors) specs.push_back(describe(t));
+  launchKernel(name, tensors.at(0).device().index(), [specs = std::move(specs), fn = std::move(fn)]() mutable {
+    std::vector<at::Tensor> views;
+    views.reserve(specs.size());
+    for (const DeviceView& spec : specs) views.push_back(cpuView(spec));
+    fn(views);
+  });
+}
 
 }  // namespace torch_openreg
