@@ -210,3 +210,21 @@ def test_conjugated_and_negated_views_copy_everywhere():
     torch.testing.assert_close(copy.cpu(), x.conj())
     torch.testing.assert_close(device.conj().resolve_conj().cpu(), x.conj())
     torch.testing.assert_close(torch._neg_view(device).cpu(), -x)
+
+
+def test_embedding_bag_takes_the_cpu_kernels_shapes():
+    # Its Meta kernel promises an offset2bag the CPU kernel leaves empty when
+    # no backward needs it: the executor runs it synchronously instead of
+    # failing the device kernel.
+    torch.manual_seed(0)
+    weight, indices, offsets = torch.randn(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4])
+    results = {}
+    for device in ("cpu", "openreg"):
+        w = weight.to(device).detach().requires_grad_()
+        with torch.no_grad():
+            inference = F.embedding_bag(indices.to(device), w, offsets.to(device), mode="max")
+        out = F.embedding_bag(indices.to(device), w, offsets.to(device), mode="mean")
+        out.square().sum().backward()
+        results[device] = (inference.cpu(), out.detach().cpu(), w.grad.cpu())
+    torch.testing.assert_close(results["openreg"], results["cpu"])
+    torch.openreg.synchronize()  # no sticky error was left behind

@@ -388,10 +388,20 @@ struct OperatorInfo {
   std::string label;  // "aten::add", the kernel's name in errors and traces
   Signature signature;
   bool hasCpuKernel = false;
+  bool metaDisagrees = false;  // see metaDisagreesWithCpu
   std::optional<c10::OperatorHandle> outVariant;  // Note [Writing results straight into device memory]
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
 };
+
+// Operators whose Meta kernel promises result shapes that their CPU kernel
+// does not produce (embedding_bag's offset2bag is empty on the CPU when no
+// backward needs it). A device output cannot be resized once the kernel is
+// queued, so these run synchronously and take the CPU kernel's shapes.
+bool metaDisagreesWithCpu(const c10::FunctionSchema& schema) {
+  const std::string& name = schema.name();
+  return name == "aten::_embedding_bag_forward_only" || name == "aten::_embedding_bag";
+}
 
 std::shared_mutex infosMutex;
 std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OperatorInfo>> infos;
@@ -409,6 +419,7 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->signature = readSignature(*schema);
   info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info->outVariant = findOutVariant(*schema);
+  info->metaDisagrees = metaDisagreesWithCpu(*schema);
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }
@@ -608,7 +619,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
                               ", and PyTorch has no CPU kernel for the device executor to run");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
   std::shared_ptr<const Stack> meta;
-  if (!info.signature.returnsNonTensor) meta = inferOnMeta(op, args);
+  if (!info.signature.returnsNonTensor && !info.metaDisagrees) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
   if (inferred) {
