@@ -50,58 +50,45 @@ bool takesFastPath(std::initializer_list<const at::Tensor*> operands) {
   return true;
 }
 
-// Queues kernel(out, operands...) on the current stream of their device;
-// out is a new tensor like the first operand.
+// Queues kernel(views) on the current stream of the operands' device, with
+// views = {out, operands...}; out is a new tensor like the first operand.
 template <typename Kernel, typename... Operands>
 at::Tensor launchLikeFirst(const char* name, Kernel kernel, const at::Tensor& first, const Operands&... rest) {
   // native::empty directly: a dispatcher round trip costs as much as the checks above.
   at::Tensor out = native::empty(first.sizes(), first.scalar_type(), std::nullopt, first.device(), std::nullopt,
                                  std::nullopt);
-  launchOnStream(name, {out, first, rest...}, [kernel](std::vector<at::Tensor>& v) {
-    if constexpr (sizeof...(Operands) == 0) {
-      kernel(v[0], v[1]);
-    } else {
-      kernel(v[0], v[1], v[2]);
-    }
-  });
+  launchOnStream(name, {out, first, rest...}, std::move(kernel));
   return out;
 }
 // LITERALINCLUDE END: POINTWISE_FAST_PATH
 
+using Views = std::vector<at::Tensor>;
+
 // LITERALINCLUDE START: POINTWISE_KERNELS
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!takesFastPath({&self, &other}) || alpha.isComplex()) return general::add(self, other, alpha);
-  return launchLikeFirst(
-      "aten::add", [alpha](at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { at::add_out(out, a, b, alpha); },
-      self, other);
+  return launchLikeFirst("aten::add", [alpha](Views& v) { at::add_out(v[0], v[1], v[2], alpha); }, self, other);
 }
 // LITERALINCLUDE END: POINTWISE_KERNELS
 
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!takesFastPath({&self, &other}) || alpha.isComplex()) return general::sub(self, other, alpha);
-  return launchLikeFirst(
-      "aten::sub", [alpha](at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { at::sub_out(out, a, b, alpha); },
-      self, other);
+  return launchLikeFirst("aten::sub", [alpha](Views& v) { at::sub_out(v[0], v[1], v[2], alpha); }, self, other);
 }
 
 at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
   if (!takesFastPath({&self, &other})) return general::mul(self, other);
-  return launchLikeFirst(
-      "aten::mul", [](at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { at::mul_out(out, a, b); }, self,
-      other);
+  return launchLikeFirst("aten::mul", [](Views& v) { at::mul_out(v[0], v[1], v[2]); }, self, other);
 }
 
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
   if (!takesFastPath({&self, &other})) return general::div(self, other);
-  return launchLikeFirst(
-      "aten::div", [](at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { at::div_out(out, a, b); }, self,
-      other);
+  return launchLikeFirst("aten::div", [](Views& v) { at::div_out(v[0], v[1], v[2]); }, self, other);
 }
 
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
   if (!takesFastPath({&self}) || min.isComplex()) return general::clamp_min(self, min);
-  return launchLikeFirst(
-      "aten::clamp_min", [min](at::Tensor& out, const at::Tensor& a) { at::clamp_min_out(out, a, min); }, self);
+  return launchLikeFirst("aten::clamp_min", [min](Views& v) { at::clamp_min_out(v[0], v[1], min); }, self);
 }
 
 }  // namespace
