@@ -400,6 +400,14 @@ def to_cpu(value):
     return map_tensors(value, lambda t: t.detach().cpu() if t.device.type == DEVICE else t.detach())
 
 
+def _assert_close(actual, expected, *, tol: tuple[float, float] | None, path: str):
+    atol, rtol = tol if tol is not None else (None, None)
+    try:
+        torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True)
+    except AssertionError as error:
+        raise AssertionError(f"{path}: {error}") from None
+
+
 def assert_same(actual, expected, *, tol: tuple[float, float] | None, values: bool, path: str = "output"):
     """``actual`` (already on the CPU) equals ``expected``: tensors under
     assert_close, containers element by element, other values with ==."""
@@ -411,11 +419,7 @@ def assert_same(actual, expected, *, tol: tuple[float, float] | None, values: bo
                 raise AssertionError(f"{path}: expected {tuple(expected.shape)} {expected.dtype}, "
                                      f"got {tuple(actual.shape)} {actual.dtype}")
             return
-        atol, rtol = tol if tol is not None else (None, None)
-        try:
-            torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True)
-        except AssertionError as error:
-            raise AssertionError(f"{path}: {error}") from None
+        _assert_close(actual, expected, tol=tol, path=path)
         return
     if isinstance(expected, (list, tuple)):
         if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
@@ -434,11 +438,7 @@ def assert_same(actual, expected, *, tol: tuple[float, float] | None, values: bo
     if isinstance(expected, float) and isinstance(actual, float) and math.isnan(expected) and math.isnan(actual):
         return
     if isinstance(expected, (int, float, complex)) and not isinstance(expected, bool):
-        atol, rtol = tol if tol is not None else (None, None)
-        try:
-            torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True)
-        except AssertionError as error:
-            raise AssertionError(f"{path}: {error}") from None
+        _assert_close(actual, expected, tol=tol, path=path)
         return
     if actual != expected:
         raise AssertionError(f"{path}: expected {expected!r}, got {actual!r}"[:300])
