@@ -183,7 +183,7 @@ class Stream {
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Op> queue_;
+  std::vector<Op> queue_;
   std::atomic<size_t> pending_{0};
   uint64_t enqueued_ = 0;
   bool sleeping_ = false;

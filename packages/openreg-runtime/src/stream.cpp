@@ -27,7 +27,11 @@ bool spinUntil(Ready ready) {
   auto deadline = Clock::now() + kSpin;
   do {
     if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
     std::this_thread::yield();
+#endif
   } while (Clock::now() < deadline);
   return ready();
 }
@@ -191,12 +195,12 @@ void Stream::synchronize(bool spin) { progress->waitFor(lastEnqueued(), spin); }
 // LITERALINCLUDE START: OR_STREAM_WORKER
 void Stream::work() {
   setCurrentDevice(device.index);
+  std::vector<Op> batch;  // swapped with queue_, so neither side allocates per op
   for (;;) {
-    Op op;
+    if (pending_.load(std::memory_order_acquire) == 0) {
+      spinUntil([&] { return pending_.load(std::memory_order_acquire) != 0; });
+    }
     {
-      if (pending_.load(std::memory_order_acquire) == 0) {
-        spinUntil([&] { return pending_.load(std::memory_order_acquire) != 0; });
-      }
       std::unique_lock<std::mutex> lock(mutex_);
       while (queue_.empty() && !stopping_) {
         sleeping_ = true;
@@ -204,12 +208,16 @@ void Stream::work() {
         sleeping_ = false;
       }
       if (queue_.empty()) return;  // stopping, and everything ran
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      pending_.fetch_sub(1, std::memory_order_relaxed);
+      // Take everything queued so far in one lock: the host is not held up
+      // once per kernel by the worker taking its next one.
+      batch.swap(queue_);
+      pending_.fetch_sub(batch.size(), std::memory_order_relaxed);
     }
-    execute(op);
-    progress->advance();
+    for (Op& op : batch) {
+      execute(op);
+      progress->advance();
+    }
+    batch.clear();
   }
 }
 // LITERALINCLUDE END: OR_STREAM_WORKER

@@ -1,10 +1,12 @@
 // openreg.hpp - header-only C++17 conveniences over the C API in openreg.h.
 //
 // openreg::launch queues any callable as a kernel; openreg::translate reaches
-// device memory from inside it. Nothing here adds behaviour: each helper is a
-// few lines over one C call, so the C API stays the single source of truth.
+// device memory from inside it. Nothing here adds device behaviour: each
+// helper is a few lines over one C call, so the C API stays the single source
+// of truth. (launch also recycles its closures' memory; see the Note below.)
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -44,6 +46,39 @@ T* translate(T* devicePtr, size_t count = 1) {
   return static_cast<T*>(host);
 }
 
+namespace detail {
+
+// Note [Who frees a kernel's closure]
+// The launching thread allocates a kernel's closure and the stream's worker
+// destroys it. If the worker also freed the memory, every launch would make
+// the two threads take turns on the C library allocator's lock for the
+// launching thread's heap. So the worker only destroys the closure and hands
+// the memory back; the next launch frees it on the launching side.
+struct RetiredClosure {
+  RetiredClosure* next;
+};
+inline std::atomic<RetiredClosure*> retiredClosures{nullptr};
+
+inline void* allocateClosure(size_t size) {
+  RetiredClosure* retired = retiredClosures.exchange(nullptr, std::memory_order_acquire);
+  while (retired != nullptr) {
+    RetiredClosure* next = retired->next;
+    ::operator delete(retired);
+    retired = next;
+  }
+  return ::operator new(size < sizeof(RetiredClosure) ? sizeof(RetiredClosure) : size, std::nothrow);
+}
+
+inline void retireClosure(void* memory) {
+  auto* retired = static_cast<RetiredClosure*>(memory);
+  retired->next = retiredClosures.load(std::memory_order_relaxed);
+  while (!retiredClosures.compare_exchange_weak(retired->next, retired, std::memory_order_release,
+                                                std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace detail
+
 // LITERALINCLUDE START: OR_LAUNCH_CALLABLE
 // Queues fn() as a kernel named name on stream. fn may return void or
 // orError_t; an exception it throws fails the kernel with its what() as the
@@ -51,8 +86,10 @@ T* translate(T* devicePtr, size_t count = 1) {
 template <typename F>
 orError_t launch(orStream_t stream, const char* name, F&& fn) {
   using Callable = std::decay_t<F>;
-  auto* owned = new (std::nothrow) Callable(std::forward<F>(fn));
-  if (owned == nullptr) return orErrorMemoryAllocation;
+  static_assert(alignof(Callable) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned kernel closure");
+  void* block = detail::allocateClosure(sizeof(Callable));
+  if (block == nullptr) return orErrorMemoryAllocation;
+  auto* owned = new (block) Callable(std::forward<F>(fn));
   auto run = [](void* data) -> orError_t {
     try {
       auto& callable = *static_cast<Callable*>(data);
@@ -69,7 +106,10 @@ orError_t launch(orStream_t stream, const char* name, F&& fn) {
     }
     return orErrorLaunchFailure;
   };
-  auto release = [](void* data) { delete static_cast<Callable*>(data); };
+  auto release = [](void* data) {
+    static_cast<Callable*>(data)->~Callable();
+    detail::retireClosure(data);
+  };
   return orLaunchKernelWithRelease(stream, run, release, owned, name);
 }
 // LITERALINCLUDE END: OR_LAUNCH_CALLABLE
