@@ -65,18 +65,25 @@ void launchKernel(const char* name, c10::DeviceIndex device, Body body) {
   }));
 }
 
+// Queues fn(views) on the current stream of device, where views are CPU
+// views of the described device tensors, in the same order.
+template <typename Fn>
+void launchOnViews(const char* name, c10::DeviceIndex device, c10::SmallVector<DeviceView, 4> specs, Fn fn) {
+  launchKernel(name, device, [specs = std::move(specs), fn = std::move(fn)]() mutable {
+    std::vector<at::Tensor> views;
+    views.reserve(specs.size());
+    for (const DeviceView& spec : specs) views.push_back(cpuView(spec));
+    fn(views);
+  });
+}
+
 // tensors: openreg tensors on the current device (or peers); fn(views)
 // receives CPU views of them in the same order.
 template <typename Fn>
 void launchOnStream(const char* name, c10::ArrayRef<at::Tensor> tensors, Fn fn) {
   c10::SmallVector<DeviceView, 4> specs;
   for (const at::Tensor& t : tensors) specs.push_back(describe(t));
-  launchKernel(name, tensors.at(0).device().index(), [specs = std::move(specs), fn = std::move(fn)]() mutable {
-    std::vector<at::Tensor> views;
-    views.reserve(specs.size());
-    for (const DeviceView& spec : specs) views.push_back(cpuView(spec));
-    fn(views);
-  });
+  launchOnViews(name, tensors.at(0).device().index(), std::move(specs), std::move(fn));
 }
 
 }  // namespace torch_openreg

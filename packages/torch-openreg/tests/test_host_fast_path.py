@@ -1,6 +1,7 @@
-"""The host fast path of add, sub, mul, div and clamp_min (Pointwise.cpp):
-same results as the CPU whether an operation takes it or the general route,
-and the general route's errors for everything the fast path declines."""
+"""The host fast path (HostFastPath.cpp) of add, sub, mul, div, clamp_min,
+sum, softmax, log_softmax and mm: same results as the CPU whether an
+operation takes it or the general route, and the general route's errors for
+everything the fast path declines."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ OPERATIONS = {
     "div": lambda a, b: a / b,
     "relu": lambda a, b: torch.relu(a),
     "clamp_min": lambda a, b: torch.clamp_min(a, -0.25),
+    "sum": lambda a, b: a.sum(),
+    "softmax": lambda a, b: torch.softmax(a, -1),
+    "log_softmax": lambda a, b: torch.log_softmax(a, 0),
+    "mm": lambda a, b: a @ b.t().contiguous(),
 }
 
 
@@ -85,3 +90,56 @@ def test_results_land_on_the_operands_device():
     result = x + x
     assert result.device == torch.device("openreg:1")
     torch.testing.assert_close(result.cpu(), torch.arange(4.0) * 2)
+
+
+# Calls the fast path declines, with the operator the general route counts.
+DECLINED_OTHERS = {
+    "sum of integers": (lambda x: x.sum(), torch.arange(6).view(2, 3), "aten::sum"),
+    "sum to another dtype": (lambda x: x.sum(dtype=torch.float64), torch.randn(2, 3), "aten::sum"),
+    "softmax of a transpose": (lambda x: torch.softmax(x.t(), 0), torch.randn(2, 3), "aten::_softmax"),
+    "mm of a transpose": (lambda x: x @ x.t(), torch.randn(2, 3), "aten::mm"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLINED_OTHERS))
+def test_declined_reductions_and_matmuls_take_the_general_route(case):
+    fn, a, counted = DECLINED_OTHERS[case]
+    torch.openreg.reset_fallback_counts()  # and the executor's counts
+    result = fn(a.to("openreg"))
+    assert executor_calls(counted) == 1
+    torch.testing.assert_close(result.cpu(), fn(a))
+
+
+def test_sum_softmax_and_mm_gradients_match_the_cpu():
+    a, b = torch.randn(4, 6), torch.randn(6, 3)
+    grads = {}
+    for device in ("cpu", "openreg"):
+        x, y = (t.to(device).detach().requires_grad_() for t in (a, b))
+        (torch.log_softmax(x @ y, -1) + torch.softmax(x @ y, 0)).sum().backward()
+        grads[device] = (x.grad.cpu(), y.grad.cpu())
+    torch.testing.assert_close(grads["openreg"], grads["cpu"])
+
+
+def test_mismatched_matrices_get_the_cpu_error_and_leave_the_device_usable():
+    x, y = torch.randn(2, 3, device="openreg"), torch.randn(4, 5, device="openreg")
+    with pytest.raises(RuntimeError, match=r"cannot be multiplied \(2x3 and 4x5\)"):
+        x @ y
+    torch.openreg.synchronize()  # no device error was left behind
+    assert (x @ x.t()).shape == (2, 2)
+
+
+def test_a_bad_softmax_dimension_is_an_index_error_now_not_a_device_error_later():
+    x = torch.randn(2, 3, device="openreg")
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.softmax(x, 2)
+    torch.openreg.synchronize()
+    torch.testing.assert_close(torch.softmax(x, 1).sum(1).cpu(), torch.ones(2))
+
+
+def test_empty_and_zero_dimensional_operands():
+    for a in (torch.randn(0, 3), torch.tensor(2.5)):
+        x = a.to("openreg")
+        torch.testing.assert_close(x.sum().cpu(), a.sum())
+        torch.testing.assert_close(torch.softmax(x, -1).cpu(), torch.softmax(a, -1))
+    torch.testing.assert_close((torch.randn(0, 3, device="openreg") @ torch.randn(3, 2, device="openreg")).cpu(),
+                               torch.empty(0, 2))

@@ -1,0 +1,165 @@
+// HostFastPath.cpp - a host fast path for the commonest operators: the
+// pointwise add, sub, mul, div and clamp_min (which relu calls), and the
+// full sum, softmax, log_softmax and mm. Their kernels are PyTorch's CPU
+// out= kernels, as through the device executor, but the host skips the work
+// that the common case does not need.
+//
+// Not here: the operators' general route (PyTorch's structured kernel or
+// composite, then the device executor), which this calls for everything it
+// does not take.
+#include <ATen/core/Tensor.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/_log_softmax_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/_log_softmax_cpu_dispatch.h>
+#include <ATen/ops/_softmax_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/_softmax_cpu_dispatch.h>
+#include <ATen/ops/add_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/add_cpu_dispatch.h>
+#include <ATen/ops/clamp_min_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/clamp_min_cpu_dispatch.h>
+#include <ATen/ops/div_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/div_cpu_dispatch.h>
+#include <ATen/ops/mm_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#include <ATen/ops/mul_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/sub_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/sub_cpu_dispatch.h>
+#include <ATen/ops/sum_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/sum_cpu_dispatch.h>
+#include <torch/library.h>
+
+#include "aten/native/Launch.h"
+#include "aten/native/Minimal.h"
+
+namespace torch_openreg {
+namespace {
+
+namespace general = at::compositeexplicitautogradnonfunctional;
+
+// LITERALINCLUDE START: HOST_FAST_PATH
+// Note [The host fast path]
+// On the general route, `a + b` costs the host two shape computations:
+// PyTorch's structured kernel builds a TensorIterator to learn the output's
+// shape, dtype and layout, and the device executor then looks its out= call
+// up in the shape cache. Together they are most of the host's time for a
+// small tensor. When every operand is a contiguous openreg tensor of one
+// floating dtype on one device, each operator below knows its output from
+// the sizes alone. Anything else (and so every error: operands on two
+// devices, a broadcast, a promotion, mismatched matrices) takes the general
+// route, so a queued kernel never meets an argument it refuses.
+bool plainOperands(std::initializer_list<const at::Tensor*> operands) {
+  const at::Tensor& first = **operands.begin();
+  if (first.device().type() != c10::DeviceType::PrivateUse1 || !at::isFloatingType(first.scalar_type())) {
+    return false;
+  }
+  for (const at::Tensor* t : operands) {
+    if (t->device() != first.device() || t->scalar_type() != first.scalar_type() || !t->is_contiguous()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Queues kernel(views) on the current stream of the operands' device, with
+// views = {out, operands...}; out is a new tensor of outSizes with the first
+// operand's dtype.
+template <typename Kernel, typename... Operands>
+at::Tensor launchWithNewOutput(const char* name, c10::IntArrayRef outSizes, Kernel kernel, const at::Tensor& first,
+                               const Operands&... rest) {
+  // native::empty directly: a dispatcher round trip costs as much as the checks above.
+  at::Tensor out = native::empty(outSizes, first.scalar_type(), std::nullopt, first.device(), std::nullopt,
+                                 std::nullopt);
+  // Described in place: copying a tensor that Python holds would take the GIL twice.
+  launchOnViews(name, out.device().index(), {describe(out), describe(first), describe(rest)...}, std::move(kernel));
+  return out;
+}
+// LITERALINCLUDE END: HOST_FAST_PATH
+
+using Views = std::vector<at::Tensor>;
+
+bool pointwiseFastPath(const at::Tensor& self, const at::Tensor& other) {
+  return plainOperands({&self, &other}) && self.sizes() == other.sizes();
+}
+
+// LITERALINCLUDE START: HOST_FAST_PATH_KERNELS
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (!pointwiseFastPath(self, other) || alpha.isComplex()) return general::add(self, other, alpha);
+  return launchWithNewOutput(
+      "aten::add", self.sizes(), [alpha](Views& v) { at::cpu::add_out(v[0], v[1], v[2], alpha); }, self, other);
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (!plainOperands({&self, &mat2}) || self.dim() != 2 || mat2.dim() != 2 || self.size(1) != mat2.size(0)) {
+    return general::mm(self, mat2);
+  }
+  return launchWithNewOutput(
+      "aten::mm", {self.size(0), mat2.size(1)}, [](Views& v) { at::cpu::mm_out(v[0], v[1], v[2]); }, self, mat2);
+}
+// LITERALINCLUDE END: HOST_FAST_PATH_KERNELS
+
+at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (!pointwiseFastPath(self, other) || alpha.isComplex()) return general::sub(self, other, alpha);
+  return launchWithNewOutput(
+      "aten::sub", self.sizes(), [alpha](Views& v) { at::cpu::sub_out(v[0], v[1], v[2], alpha); }, self, other);
+}
+
+at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
+  if (!pointwiseFastPath(self, other)) return general::mul(self, other);
+  return launchWithNewOutput(
+      "aten::mul", self.sizes(), [](Views& v) { at::cpu::mul_out(v[0], v[1], v[2]); }, self, other);
+}
+
+at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
+  if (!pointwiseFastPath(self, other)) return general::div(self, other);
+  return launchWithNewOutput(
+      "aten::div", self.sizes(), [](Views& v) { at::cpu::div_out(v[0], v[1], v[2]); }, self, other);
+}
+
+at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
+  if (!plainOperands({&self}) || min.isComplex()) return general::clamp_min(self, min);
+  return launchWithNewOutput(
+      "aten::clamp_min", self.sizes(), [min](Views& v) { at::cpu::clamp_min_out(v[0], v[1], min); }, self);
+}
+
+// The sum of every element, in the tensor's own dtype.
+at::Tensor sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (!plainOperands({&self}) || (dtype.has_value() && *dtype != self.scalar_type())) {
+    return at::compositeexplicitautograd::sum(self, dtype);
+  }
+  return launchWithNewOutput(
+      "aten::sum", {}, [](Views& v) { at::cpu::sum_out(v[0], v[1], std::nullopt); }, self);
+}
+
+// softmax and log_softmax: the dimension is checked here, on the host, so
+// that a bad one is an IndexError now and not a device error later.
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool halfToFloat) {
+  if (!plainOperands({&self}) || halfToFloat) return general::_softmax(self, dim, halfToFloat);
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  return launchWithNewOutput(
+      "aten::_softmax", self.sizes(), [dim](Views& v) { at::cpu::_softmax_out(v[0], v[1], dim, false); }, self);
+}
+
+at::Tensor logSoftmax(const at::Tensor& self, int64_t dim, bool halfToFloat) {
+  if (!plainOperands({&self}) || halfToFloat) return general::_log_softmax(self, dim, halfToFloat);
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  return launchWithNewOutput(
+      "aten::_log_softmax", self.sizes(), [dim](Views& v) { at::cpu::_log_softmax_out(v[0], v[1], dim, false); },
+      self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", TORCH_FN(add));
+  m.impl("sub.Tensor", TORCH_FN(sub));
+  m.impl("mul.Tensor", TORCH_FN(mul));
+  m.impl("div.Tensor", TORCH_FN(div));
+  m.impl("clamp_min", TORCH_FN(clampMin));
+  m.impl("sum", TORCH_FN(sum));
+  m.impl("_softmax", TORCH_FN(softmax));
+  m.impl("_log_softmax", TORCH_FN(logSoftmax));
+  m.impl("mm", TORCH_FN(mm));
+}
+
+}  // namespace torch_openreg
