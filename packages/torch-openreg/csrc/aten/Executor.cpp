@@ -193,6 +193,32 @@ std::vector<size_t> useTemporaryOutputs(const c10::FunctionSchema& schema, Stack
   return outputs;
 }
 
+// Holds back the warnings raised on this thread while it lives; passOn()
+// releases them. A CPU kernel that is tried and then refused (see runOnCpu
+// and launchIntoOutputs) may warn on its way to the error, e.g. that it is
+// resizing its output; the route taken instead gives the warnings that count.
+// (c10's warning handler is per thread, so this only sees this kernel's.)
+class WarningsOnHold : public c10::WarningHandler {
+ public:
+  WarningsOnHold() : outer_(c10::WarningUtils::get_warning_handler()) {
+    c10::WarningUtils::set_warning_handler(this);
+  }
+  ~WarningsOnHold() override { c10::WarningUtils::set_warning_handler(outer_); }
+  WarningsOnHold(const WarningsOnHold&) = delete;
+  WarningsOnHold& operator=(const WarningsOnHold&) = delete;
+
+  void process(const c10::Warning& warning) override { held_.push_back(warning); }
+  void passOn() {
+    c10::WarningUtils::set_warning_handler(outer_);
+    for (const c10::Warning& warning : held_) outer_->process(warning);
+    held_.clear();
+  }
+
+ private:
+  c10::WarningHandler* outer_;
+  std::vector<c10::Warning> held_;
+};
+
 bool isResizeRefusal(const c10::Error& error) {
   return std::string(error.what_without_backtrace()).find("not resizable") != std::string::npos;
 }
@@ -204,7 +230,9 @@ bool isResizeRefusal(const c10::Error& error) {
 Stack runOnCpu(const c10::OperatorHandle& op, const KernelArguments& operands) {
   Stack stack = operands.cpuStack();
   try {
+    WarningsOnHold warnings;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    warnings.passOn();
     return stack;
   } catch (const c10::Error& error) {
     if (!isResizeRefusal(error)) throw;
@@ -454,7 +482,9 @@ void launchIntoOutputs(const c10::OperatorHandle& op, const OperatorInfo& info, 
   launchKernel(info.label.c_str(), device, [op, out, operands, argc = args.size()] {
     Stack cpu = operands->cpuStack();
     try {
+      WarningsOnHold warnings;
       out.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+      warnings.passOn();
       return;
     } catch (const c10::Error&) {
       // Some out= kernels refuse what their functional twin accepts (they
