@@ -30,6 +30,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import openreg_runtime
@@ -107,6 +108,21 @@ def _allocated() -> dict[int, int]:
     return {d: torch.openreg.memory_allocated(d) for d in DEVICES}
 
 
+def _wait_for_allocated(expected: dict[int, int], seconds: float = 2.0) -> dict[int, int]:
+    """The allocated bytes once they equal expected, or after `seconds`.
+
+    A backward pass runs on the autograd engine's thread for the device,
+    which drops its last references to the pass's buffers just after
+    `backward()` has returned (on CUDA too). So a count that is still off
+    right after a test may be that thread finishing, not a leak; a leak is
+    still off seconds later.
+    """
+    deadline = time.monotonic() + seconds
+    while (after := _allocated()) != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return after
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -125,7 +141,7 @@ def _clean_device_state(request):
     after = _allocated()
     if after != baseline:  # gc.collect() is slow: only when reference counting did not suffice
         gc.collect()
-        after = _allocated()
+        after = _wait_for_allocated(baseline)
     if getattr(request.node, "openreg_call_failed", False):
         return  # the failure's traceback keeps its tensors alive: nothing more to report
     assert after == baseline, f"device memory not returned: before {baseline}, after {after}"
