@@ -118,15 +118,17 @@ Location locate(const void* ptr);
 // destroyed while events still refer to points in its history.
 class Progress {
  public:
-  // Sequentially consistent, to pair with advance()'s check of waiters_.
+  // Sequentially consistent, to pair with advance()'s check of wakeAt_.
   uint64_t completed() const { return completed_.load(); }
   // Blocks until completed() >= seq; spins briefly first unless told not to.
   void waitFor(uint64_t seq, bool spin = true);
   void advance();
 
  private:
+  static constexpr uint64_t kNobodyWaiting = UINT64_MAX;
   std::atomic<uint64_t> completed_{0};
-  std::atomic<int> waiters_{0};
+  // The lowest sequence number a blocked waiter needs (changed under mutex_).
+  std::atomic<uint64_t> wakeAt_{kNobodyWaiting};
   std::mutex mutex_;
   std::condition_variable cv_;
 };

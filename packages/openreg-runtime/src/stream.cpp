@@ -135,21 +135,26 @@ uint64_t idOf(orStream_t handle) { return static_cast<uint64_t>(reinterpret_cast
 void Progress::waitFor(uint64_t seq, bool spin) {
   if (completed() >= seq) return;
   if (spin && spinUntil([&] { return completed() >= seq; })) return;
-  waiters_.fetch_add(1);
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return completed() >= seq; });
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    // Ask advance() to wake us when op seq is done, not after every op: a
+    // wake-up per op costs the worker a system call and the host its core.
+    // Armed before the check below; see advance().
+    if (seq < wakeAt_.load()) wakeAt_.store(seq);
+    if (completed() >= seq) return;
+    cv_.wait(lock);
   }
-  waiters_.fetch_sub(1);
 }
 
 void Progress::advance() {
-  completed_.fetch_add(1);
+  uint64_t done = completed_.fetch_add(1) + 1;
   // Both sides use sequentially consistent atomics: either we see the
-  // waiter's increment, or the waiter sees our new count before sleeping.
-  if (waiters_.load() > 0) {
+  // waiter's wakeAt_, or the waiter, which arms wakeAt_ before it checks,
+  // sees our new count and does not sleep.
+  if (done >= wakeAt_.load()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    cv_.notify_all();
+    wakeAt_.store(kNobodyWaiting);
+    cv_.notify_all();  // waiters still short of their op re-arm wakeAt_
   }
 }
 

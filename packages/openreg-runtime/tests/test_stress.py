@@ -147,3 +147,39 @@ def test_threads_allocate_and_free_concurrently():
         ort.set_device(d)
         assert ort.mem_get_info()[0] == before[d]
     ort.set_device(0)
+
+
+def test_blocked_waiters_each_wake_when_their_own_point_is_reached(res, gate):
+    # Host threads block (past the short spin) on events recorded at
+    # different points of one stream, and on the whole stream. The worker
+    # wakes waiters only when the lowest point any of them needs is reached;
+    # every waiter must still wake, and none before its point.
+    stream = res.stream()
+    ran = []
+    ort.launch_kernel(stream, gate, "gate")
+    points = {}
+    for i in range(200):
+        ort.launch_kernel(stream, lambda i=i: ran.append(i), f"step{i}")
+        if i % 40 == 39:
+            points[i] = res.event()
+            ort.event_record(points[i], stream)
+    seen = {}
+
+    def wait(point):
+        if point is None:
+            ort.stream_synchronize(stream)
+        else:
+            ort.event_synchronize(points[point])
+        seen[point] = len(ran)
+
+    waiters = [threading.Thread(target=wait, args=(p,)) for p in [*points, None]]
+    for t in waiters:
+        t.start()
+    gate.started.wait(timeout=30)
+    threading.Event().wait(0.05)  # long past the spin: the waiters are asleep
+    assert seen == {}
+    gate.open()
+    for t in waiters:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in waiters), "a waiter was never woken"
+    assert all(seen[p] >= p + 1 for p in points) and seen[None] == 200
