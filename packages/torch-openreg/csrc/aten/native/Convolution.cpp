@@ -24,6 +24,10 @@ c10::MemoryFormat layoutOf(const at::Tensor& input, const at::Tensor& weight) {
   return c10::MemoryFormat::Contiguous;
 }
 
+// Convolution parameters, captured by value: inline up to three dimensions,
+// so the kernel's closure is the only allocation a launch makes.
+using Dims = c10::SmallVector<int64_t, 3>;
+
 // A device tensor of sizes on like's device, or undefined when not wanted.
 at::Tensor emptyIf(bool wanted, at::IntArrayRef sizes, const at::Tensor& like, c10::MemoryFormat format) {
   if (!wanted) return at::Tensor();
@@ -44,10 +48,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                                                dilation, groups)
                  : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
   at::Tensor output = at::empty(outputSizes, input.options(), layoutOf(input, weight));
-  std::vector<at::Tensor> operands{output, input, weight};
-  if (hasBias) operands.push_back(*bias);
-  auto s = stride.vec(), p = padding.vec(), d = dilation.vec(), o = outputPadding.vec();
-  launchOnStream("convolution", operands, [=](std::vector<at::Tensor>& v) {
+  c10::SmallVector<DeviceView, 4> operands{describe(output), describe(input), describe(weight)};
+  if (hasBias) operands.push_back(describe(*bias));
+  Dims s(stride), p(padding), d(dilation), o(outputPadding);
+  launchOnViews("convolution", input.device().index(), std::move(operands), [=](std::vector<at::Tensor>& v) {
     std::optional<at::Tensor> b = v.size() > 3 ? std::optional<at::Tensor>(v[3]) : std::nullopt;
     v[0].copy_(at::convolution(v[1], v[2], b, s, p, d, transposed, o, groups));
   });
@@ -60,18 +64,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     at::IntArrayRef outputPadding, int64_t groups, std::array<bool, 3> outputMask) {
   c10::DeviceGuard guard(input.device());
   int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
-  std::vector<int64_t> biasSizes{channels};
+  Dims biasSizes{channels};
   // Each gradient has the shape of what it is the gradient of.
   c10::MemoryFormat layout = layoutOf(input, weight);
   at::Tensor gradInput = emptyIf(outputMask[0], input.sizes(), input, layout);
   at::Tensor gradWeight = emptyIf(outputMask[1], weight.sizes(), weight, layout);
   at::Tensor gradBias = emptyIf(outputMask[2], biasSizes, weight, c10::MemoryFormat::Contiguous);
-  std::vector<at::Tensor> operands{gradOutput, input, weight};
-  for (const at::Tensor& g : {gradInput, gradWeight, gradBias}) {
-    if (g.defined()) operands.push_back(g);
+  c10::SmallVector<DeviceView, 4> operands{describe(gradOutput), describe(input), describe(weight)};
+  for (const at::Tensor* g : {&gradInput, &gradWeight, &gradBias}) {
+    if (g->defined()) operands.push_back(describe(*g));
   }
-  auto s = stride.vec(), p = padding.vec(), d = dilation.vec(), o = outputPadding.vec();
-  launchOnStream("convolution_backward", operands, [=](std::vector<at::Tensor>& v) {
+  Dims s(stride), p(padding), d(dilation), o(outputPadding);
+  launchOnViews("convolution_backward", input.device().index(), std::move(operands),
+                [=](std::vector<at::Tensor>& v) {
     auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,
                                           groups, outputMask);
     size_t next = 3;

@@ -11,6 +11,7 @@
 // synchronising call, as a device-side assertion does on CUDA.
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 #include <openreg/openreg.hpp>
@@ -56,6 +57,11 @@ template <typename Body>
 void launchKernel(const char* name, c10::DeviceIndex device, Body body) {
   OPENREG_CHECK(openreg::launch(currentNativeStream(device), name, [body = std::move(body)]() mutable {
     try {
+      // A kernel works on plain CPU views, below autograd, as PyTorch's own
+      // kernels run. Without this guard every view a CPU kernel makes
+      // internally (a reduction makes several) would go through autograd's
+      // view tracking on the worker: a quarter of a 1-element sum.
+      at::AutoDispatchBelowADInplaceOrView belowAutograd;
       body();
     } catch (const c10::Error& error) {
       // The sticky error should read like the check that failed, not like
