@@ -3,7 +3,7 @@
 //
 // Note [Running CPU kernels on device memory]
 // Inside a kernel, libopenreg translates a device range to its host alias.
-// launchOnStream wraps the alias of each device tensor in a CPU tensor with
+// launchOnViews wraps the alias of each device tensor in a CPU tensor with
 // the same sizes and strides (no copy) and hands those views to fn, which
 // runs on the stream's worker, after all work queued before it. The host
 // returns as soon as the kernel is queued. An exception thrown by fn fails
@@ -49,10 +49,11 @@ orStream_t currentNativeStream(c10::DeviceIndex device);
 // Queues body as a kernel named name on the current stream of device. A
 // c10::Error that body throws fails the kernel with its message.
 //
-// A template rather than a std::function, like launchOnStream below: the
-// kernel is then one heap object, allocated by the host and freed by the
-// stream's worker. Every further object freed across threads costs a lock
-// on the C library's allocator arena, which both threads contend for.
+// A template rather than a std::function, like launchOnViews below: the
+// kernel is then one heap object, whose memory openreg::launch recycles
+// (Note [Who frees a kernel's closure]). Every further object that the host
+// allocates and the worker frees costs a lock on the C library's allocator
+// arena, which both threads contend for.
 template <typename Body>
 void launchKernel(const char* name, c10::DeviceIndex device, Body body) {
   OPENREG_CHECK(openreg::launch(currentNativeStream(device), name, [body = std::move(body)]() mutable {
@@ -84,7 +85,9 @@ void launchOnViews(const char* name, c10::DeviceIndex device, c10::SmallVector<D
 }
 
 // tensors: openreg tensors on the current device (or peers); fn(views)
-// receives CPU views of them in the same order.
+// receives CPU views of them in the same order. For tensors held one by one,
+// launchOnViews with describe() avoids building an array of them: copying a
+// tensor that Python holds takes the GIL.
 template <typename Fn>
 void launchOnStream(const char* name, c10::ArrayRef<at::Tensor> tensors, Fn fn) {
   c10::SmallVector<DeviceView, 4> specs;
