@@ -70,8 +70,7 @@ inline void* allocateClosure(size_t size) {
 }
 
 inline void retireClosure(void* memory) {
-  auto* retired = static_cast<RetiredClosure*>(memory);
-  retired->next = retiredClosures.load(std::memory_order_relaxed);
+  auto* retired = new (memory) RetiredClosure{retiredClosures.load(std::memory_order_relaxed)};
   while (!retiredClosures.compare_exchange_weak(retired->next, retired, std::memory_order_release,
                                                 std::memory_order_relaxed)) {
   }
@@ -89,7 +88,13 @@ orError_t launch(orStream_t stream, const char* name, F&& fn) {
   static_assert(alignof(Callable) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned kernel closure");
   void* block = detail::allocateClosure(sizeof(Callable));
   if (block == nullptr) return orErrorMemoryAllocation;
-  auto* owned = new (block) Callable(std::forward<F>(fn));
+  Callable* owned = nullptr;
+  try {
+    owned = new (block) Callable(std::forward<F>(fn));
+  } catch (...) {
+    ::operator delete(block);  // what a plain new would have done
+    throw;
+  }
   auto run = [](void* data) -> orError_t {
     try {
       auto& callable = *static_cast<Callable*>(data);
