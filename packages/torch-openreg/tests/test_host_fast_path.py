@@ -143,3 +143,24 @@ def test_empty_and_zero_dimensional_operands():
         torch.testing.assert_close(torch.softmax(x, -1).cpu(), torch.softmax(a, -1))
     torch.testing.assert_close((torch.randn(0, 3, device="openreg") @ torch.randn(3, 2, device="openreg")).cpu(),
                                torch.empty(0, 2))
+
+
+SCALAR_ERRORS = {
+    "boolean alpha": (lambda x: torch.add(x, x, alpha=True), torch.float32, "Boolean alpha"),
+    "alpha overflowing half": (lambda x: torch.sub(x, x, alpha=1e6), torch.float16, "without overflow"),
+    "alpha overflowing float": (lambda x: torch.add(x, x, alpha=1e39), torch.float32, "without overflow"),
+    "min overflowing bfloat16": (lambda x: torch.clamp_min(x, 1e39), torch.bfloat16, "without overflow"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALAR_ERRORS))
+def test_a_scalar_the_cpu_refuses_is_refused_at_the_call(case):
+    fn, dtype, message = SCALAR_ERRORS[case]
+    a = torch.randn(3).to(dtype)
+    with pytest.raises(RuntimeError, match=message):
+        fn(a)  # the CPU's error ...
+    x = a.to("openreg")
+    with pytest.raises(RuntimeError, match=message):
+        fn(x)  # ... raised on the host, not by a queued kernel
+    torch.openreg.synchronize()  # so no device error was left behind
+    torch.testing.assert_close((x + x).cpu(), a + a)

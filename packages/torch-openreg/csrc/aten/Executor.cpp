@@ -194,10 +194,8 @@ std::vector<size_t> useTemporaryOutputs(const c10::FunctionSchema& schema, Stack
 }
 
 // Holds back the warnings raised on this thread while it lives; passOn()
-// releases them. A CPU kernel that is tried and then refused (see runOnCpu
-// and launchIntoOutputs) may warn on its way to the error, e.g. that it is
-// resizing its output; the route taken instead gives the warnings that count.
-// (c10's warning handler is per thread, so this only sees this kernel's.)
+// releases them. (c10's warning handler is per thread, so this only sees
+// the warnings of the kernel running here.)
 class WarningsOnHold : public c10::WarningHandler {
  public:
   WarningsOnHold() : outer_(c10::WarningUtils::get_warning_handler()) {
@@ -219,6 +217,26 @@ class WarningsOnHold : public c10::WarningHandler {
   std::vector<c10::Warning> held_;
 };
 
+// Runs attempt(), a CPU kernel that may refuse what another route accepts.
+// Returns true if it ran. Returns false if it threw an error that isRefusal
+// accepts: the caller then takes the other route, and the warnings the
+// attempt raised on its way to the error (that it is resizing its output,
+// say) are dropped, since the user never asked for that attempt. Any other
+// error is the user's: it is rethrown, with its warnings.
+template <typename Attempt, typename IsRefusal>
+bool attemptQuietly(Attempt attempt, IsRefusal isRefusal) {
+  WarningsOnHold warnings;
+  try {
+    attempt();
+  } catch (const c10::Error& error) {
+    if (isRefusal(error)) return false;
+    warnings.passOn();
+    throw;
+  }
+  warnings.passOn();
+  return true;
+}
+
 bool isResizeRefusal(const c10::Error& error) {
   return std::string(error.what_without_backtrace()).find("not resizable") != std::string::npos;
 }
@@ -229,13 +247,9 @@ bool isResizeRefusal(const c10::Error& error) {
 // run again with temporary outputs, copied into the device outputs after.
 Stack runOnCpu(const c10::OperatorHandle& op, const KernelArguments& operands) {
   Stack stack = operands.cpuStack();
-  try {
-    WarningsOnHold warnings;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-    warnings.passOn();
+  if (attemptQuietly([&] { op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack); },
+                     isResizeRefusal)) {
     return stack;
-  } catch (const c10::Error& error) {
-    if (!isResizeRefusal(error)) throw;
   }
   Stack views = operands.cpuStack();
   Stack temporaries = views;
@@ -481,14 +495,12 @@ void launchIntoOutputs(const c10::OperatorHandle& op, const OperatorInfo& info, 
   auto operands = std::make_shared<KernelArguments>(out.schema(), args, device, results);
   launchKernel(info.label.c_str(), device, [op, out, operands, argc = args.size()] {
     Stack cpu = operands->cpuStack();
-    try {
-      WarningsOnHold warnings;
-      out.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-      warnings.passOn();
+    // Some out= kernels refuse what their functional twin accepts (they
+    // resize an output, or check dtypes more strictly): then run the twin,
+    // which raises the user's error if there is one.
+    auto anyError = [](const c10::Error&) { return true; };
+    if (attemptQuietly([&] { out.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu); }, anyError)) {
       return;
-    } catch (const c10::Error&) {
-      // Some out= kernels refuse what their functional twin accepts (they
-      // resize an output, or check dtypes more strictly): run the twin.
     }
     Stack views = operands->cpuStack();
     Stack functional(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(argc));

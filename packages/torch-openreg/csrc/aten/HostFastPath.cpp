@@ -37,6 +37,38 @@ namespace {
 
 namespace general = at::compositeexplicitautogradnonfunctional;
 
+// The dtypes that every CPU kernel below accepts. (at::isFloatingType also
+// counts the Float8 and Float4 types, which most CPU kernels refuse.)
+bool fastPathDtype(at::ScalarType dtype) {
+  return dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16;
+}
+
+// A scalar argument (add's alpha, clamp_min's min) that the CPU kernels take
+// for these dtypes: not a bool or complex one (the general route raises
+// their errors), nor a symbolic one.
+bool plainScalar(const at::Scalar& scalar) {
+  return !scalar.isBoolean() && !scalar.isComplex() && !scalar.isSymbolic();
+}
+
+// The CPU kernel converts a scalar argument to the tensor's dtype; convert
+// it here first, so that one that overflows raises the CPU's error at the
+// call instead of failing the queued kernel.
+void checkConverts(const at::Scalar& scalar, at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf:
+      (void)scalar.to<at::Half>();
+      break;
+    case at::kBFloat16:
+      (void)scalar.to<at::BFloat16>();
+      break;
+    case at::kFloat:
+      (void)scalar.to<float>();
+      break;
+    default:
+      break;
+  }
+}
+
 // LITERALINCLUDE START: HOST_FAST_PATH
 // Note [The host fast path]
 // On the general route, `a + b` costs the host two shape computations:
@@ -44,13 +76,14 @@ namespace general = at::compositeexplicitautogradnonfunctional;
 // shape, dtype and layout, and the device executor then looks its out= call
 // up in the shape cache. Together they are most of the host's time for a
 // small tensor. When every operand is a contiguous openreg tensor of one
-// floating dtype on one device, each operator below knows its output from
-// the sizes alone. Anything else (and so every error: operands on two
-// devices, a broadcast, a promotion, mismatched matrices) takes the general
-// route, so a queued kernel never meets an argument it refuses.
+// floating dtype (fastPathDtype) on one device, each operator below knows
+// its output from the sizes alone. Anything else (and so every error:
+// operands on two devices, a broadcast, a promotion, mismatched matrices)
+// takes the general route, and what the CPU kernel would still refuse is
+// checked here, so a queued kernel never meets an argument it refuses.
 bool plainOperands(std::initializer_list<const at::Tensor*> operands) {
   const at::Tensor& first = **operands.begin();
-  if (first.device().type() != c10::DeviceType::PrivateUse1 || !at::isFloatingType(first.scalar_type())) {
+  if (first.device().type() != c10::DeviceType::PrivateUse1 || !fastPathDtype(first.scalar_type())) {
     return false;
   }
   for (const at::Tensor* t : operands) {
@@ -84,7 +117,8 @@ bool pointwiseFastPath(const at::Tensor& self, const at::Tensor& other) {
 
 // LITERALINCLUDE START: HOST_FAST_PATH_KERNELS
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!pointwiseFastPath(self, other) || alpha.isComplex()) return general::add(self, other, alpha);
+  if (!pointwiseFastPath(self, other) || !plainScalar(alpha)) return general::add(self, other, alpha);
+  checkConverts(alpha, self.scalar_type());
   return launchWithNewOutput(
       "aten::add", self.sizes(), [alpha](Views& v) { at::cpu::add_out(v[0], v[1], v[2], alpha); }, self, other);
 }
@@ -99,7 +133,8 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 // LITERALINCLUDE END: HOST_FAST_PATH_KERNELS
 
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!pointwiseFastPath(self, other) || alpha.isComplex()) return general::sub(self, other, alpha);
+  if (!pointwiseFastPath(self, other) || !plainScalar(alpha)) return general::sub(self, other, alpha);
+  checkConverts(alpha, self.scalar_type());
   return launchWithNewOutput(
       "aten::sub", self.sizes(), [alpha](Views& v) { at::cpu::sub_out(v[0], v[1], v[2], alpha); }, self, other);
 }
@@ -117,7 +152,8 @@ at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
-  if (!plainOperands({&self}) || min.isComplex()) return general::clamp_min(self, min);
+  if (!plainOperands({&self}) || !plainScalar(min)) return general::clamp_min(self, min);
+  checkConverts(min, self.scalar_type());
   return launchWithNewOutput(
       "aten::clamp_min", self.sizes(), [min](Views& v) { at::cpu::clamp_min_out(v[0], v[1], min); }, self);
 }
