@@ -13,6 +13,7 @@
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
+#include "runtime/ScratchAllocator.h"
 #include "runtime/Serialization.h"
 #include "runtime/Stream.h"
 
@@ -112,7 +113,19 @@ PYBIND11_MODULE(_C, m) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   });
-  m.def("_empty_cache", [] { deviceAllocator()->emptyCache({0, 0}); });
+  m.def("_empty_cache", [] {
+    deviceAllocator()->emptyCache({0, 0});
+    emptyScratchCache();
+  });
+  m.def("_scratch_stats", [] {
+    ScratchStats s = scratchStats();
+    py::dict out;
+    out["in_use_bytes"] = s.inUseBytes;
+    out["cached_bytes"] = s.cachedBytes;
+    out["allocation_count"] = s.allocationCount;
+    out["reuse_count"] = s.reuseCount;
+    return out;
+  });
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));

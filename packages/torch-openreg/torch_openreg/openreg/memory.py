@@ -48,7 +48,8 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    """Return every cached, unused block of every device to the runtime."""
+    """Return every cached, unused block of every device to the runtime, and the
+    host memory cached for kernels' own allocations to the C library."""
     _C._empty_cache()
 
 

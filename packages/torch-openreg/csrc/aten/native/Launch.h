@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/Check.h"
+#include "runtime/ScratchAllocator.h"
 
 namespace torch_openreg {
 
@@ -63,6 +64,9 @@ void launchKernel(const char* name, c10::DeviceIndex device, Body body) {
       // internally (a reduction makes several) would go through autograd's
       // view tracking on the worker: a quarter of a 1-element sum.
       at::AutoDispatchBelowADInplaceOrView belowAutograd;
+      // The host memory the CPU kernel allocates for itself is cached for
+      // the next kernel (Note [Why kernels' host memory is cached]).
+      KernelScratchScope scratch;
       body();
     } catch (const c10::Error& error) {
       // The sticky error should read like the check that failed, not like
