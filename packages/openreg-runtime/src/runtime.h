@@ -116,7 +116,7 @@ Location locate(const void* ptr);
 // A monotonically increasing count of finished operations on one stream,
 // shared with the event captures that wait on it, so a stream can be
 // destroyed while events still refer to points in its history.
-class Progress {
+class alignas(64) Progress {  // its own cache lines: the worker writes completed_ after every op
  public:
   // Sequentially consistent, to pair with advance()'s check of wakeAt_.
   uint64_t completed() const { return completed_.load(); }

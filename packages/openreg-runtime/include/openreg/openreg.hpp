@@ -6,6 +6,7 @@
 // of truth. (launch also recycles its closures' memory; see the Note below.)
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <new>
@@ -54,19 +55,25 @@ namespace detail {
 // the two threads take turns on the C library allocator's lock for the
 // launching thread's heap. So the worker only destroys the closure and hands
 // the memory back; the next launch frees it on the launching side.
+// Closures (and the list's head) take whole cache lines: a line shared by a
+// closure the worker is running and one the host is building would bounce
+// between the two cores on every write.
+constexpr size_t kCacheLine = 64;
+
 struct RetiredClosure {
   RetiredClosure* next;
 };
-inline std::atomic<RetiredClosure*> retiredClosures{nullptr};
+alignas(kCacheLine) inline std::atomic<RetiredClosure*> retiredClosures{nullptr};
 
 inline void* allocateClosure(size_t size) {
   RetiredClosure* retired = retiredClosures.exchange(nullptr, std::memory_order_acquire);
   while (retired != nullptr) {
     RetiredClosure* next = retired->next;
-    ::operator delete(retired);
+    ::operator delete(retired, std::align_val_t{kCacheLine});
     retired = next;
   }
-  return ::operator new(size < sizeof(RetiredClosure) ? sizeof(RetiredClosure) : size, std::nothrow);
+  size_t lines = (std::max(size, sizeof(RetiredClosure)) + kCacheLine - 1) / kCacheLine;
+  return ::operator new(lines * kCacheLine, std::align_val_t{kCacheLine}, std::nothrow);
 }
 
 inline void retireClosure(void* memory) {
@@ -92,7 +99,7 @@ orError_t launch(orStream_t stream, const char* name, F&& fn) {
   try {
     owned = new (block) Callable(std::forward<F>(fn));
   } catch (...) {
-    ::operator delete(block);  // what a plain new would have done
+    ::operator delete(block, std::align_val_t{detail::kCacheLine});  // what a plain new would have done
     throw;
   }
   auto run = [](void* data) -> orError_t {

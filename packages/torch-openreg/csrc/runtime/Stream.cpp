@@ -64,20 +64,29 @@ static c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {
   return device == -1 ? currentDevice() : device;
 }
 
+// A device's default stream lives as long as the process, so its handle is
+// asked for once: every launch on the default stream looks it up.
+static orStream_t defaultHandle(c10::DeviceIndex device) {
+  static std::array<std::atomic<orStream_t>, kMaxDevices> handles{};
+  orStream_t stream = handles[device].load(std::memory_order_relaxed);
+  if (stream == nullptr) {
+    OPENREG_CHECK(orDeviceGetDefaultStream(&stream, device));
+    handles[device].store(stream, std::memory_order_relaxed);
+  }
+  return stream;
+}
+
 c10::Stream defaultStream(c10::DeviceIndex device) {
   device = resolveDevice(device);
   checkDeviceIndex(device);
-  orStream_t stream = nullptr;
-  OPENREG_CHECK(orDeviceGetDefaultStream(&stream, device));
-  return asStream(device, stream);
+  return asStream(device, defaultHandle(device));
 }
 
 c10::Stream currentStream(c10::DeviceIndex device) {
   device = resolveDevice(device);
   checkDeviceIndex(device);
   orStream_t stream = current[device];
-  if (stream == nullptr) return defaultStream(device);
-  return asStream(device, stream);
+  return asStream(device, stream != nullptr ? stream : defaultHandle(device));
 }
 
 c10::Stream exchangeStream(const c10::Stream& stream) {

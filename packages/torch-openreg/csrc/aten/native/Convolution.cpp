@@ -48,7 +48,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                                                dilation, groups)
                  : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
   at::Tensor output = at::empty(outputSizes, input.options(), layoutOf(input, weight));
-  c10::SmallVector<DeviceView, 4> operands{describe(output), describe(input), describe(weight)};
+  c10::SmallVector<DeviceView, 4> operands = describeAll(output, input, weight);
   if (hasBias) operands.push_back(describe(*bias));
   Dims s(stride), p(padding), d(dilation), o(outputPadding);
   launchOnViews("convolution", input.device().index(), std::move(operands), [=](std::vector<at::Tensor>& v) {
@@ -70,7 +70,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   at::Tensor gradInput = emptyIf(outputMask[0], input.sizes(), input, layout);
   at::Tensor gradWeight = emptyIf(outputMask[1], weight.sizes(), weight, layout);
   at::Tensor gradBias = emptyIf(outputMask[2], biasSizes, weight, c10::MemoryFormat::Contiguous);
-  c10::SmallVector<DeviceView, 4> operands{describe(gradOutput), describe(input), describe(weight)};
+  c10::SmallVector<DeviceView, 4> operands = describeAll(gradOutput, input, weight);
   for (const at::Tensor* g : {&gradInput, &gradWeight, &gradBias}) {
     if (g->defined()) operands.push_back(describe(*g));
   }

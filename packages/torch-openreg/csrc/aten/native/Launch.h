@@ -41,6 +41,14 @@ struct DeviceView {
   bool neg;
 };
 DeviceView describe(const at::Tensor& deviceTensor);
+// describe() of each tensor, in order. Each description is moved in; a
+// braced list of them would be copied, sizes and strides included.
+template <typename... Tensors>
+c10::SmallVector<DeviceView, 4> describeAll(const Tensors&... deviceTensors) {
+  c10::SmallVector<DeviceView, 4> views;
+  (views.push_back(describe(deviceTensors)), ...);
+  return views;
+}
 // Kernel only: the CPU tensor over the translated memory of view.
 at::Tensor cpuView(const DeviceView& view);
 
