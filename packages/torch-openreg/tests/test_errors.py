@@ -4,6 +4,7 @@ threads driving their own streams at once."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -210,3 +211,53 @@ def test_threads_share_the_caching_allocator():
     for thread in threads:
         thread.join(60)
     assert torch.openreg.memory_allocated(0) == before
+
+
+# ------------------------------------- refusals that only the CPU kernel makes
+# Note [Arguments a queued kernel could refuse] in Executor.cpp: these calls
+# run synchronously, so the CPU kernel's refusal is raised at the call, as the
+# CPU (and CUDA) raise it, and leaves no sticky error on the device.
+
+HALF = torch.ones(2, 3, dtype=torch.half)
+REFUSED_AT_THE_CALL = {
+    "alpha overflows half": lambda t: torch.add(t, t[0], alpha=70000.0),
+    "clamp bound overflows half": lambda t: t.clamp(min=-1e6),
+    "fill value overflows half": lambda t: t.clone().fill_(1e6),
+    "masked_fill value overflows half": lambda t: t.masked_fill(t > 0, -1e9),
+    "exponent overflows half": lambda t: t.pow(1e6),
+    "alpha overflows int8": lambda t: torch.add(t.to(torch.int8), t[0].to(torch.int8), alpha=1000),
+    "sum of float8": lambda t: t.to(torch.float8_e4m3fn).sum((0, 1)),
+    "float8 plus float8": lambda t: t.to(torch.float8_e4m3fn) + t.to(torch.float8_e4m3fn),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_AT_THE_CALL))
+def test_cpu_kernel_refusals_are_raised_at_the_call(name):
+    operation = REFUSED_AT_THE_CALL[name]
+    with pytest.raises((RuntimeError, NotImplementedError)) as on_cpu:
+        operation(HALF)
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value).splitlines()[0])):
+        operation(HALF.to("openreg"))
+    torch.openreg.synchronize()  # no sticky error: the device still works
+    torch.testing.assert_close((HALF.to("openreg") * 2).cpu(), HALF * 2)
+
+
+ACCEPTED_SYNCHRONOUSLY = {
+    "lerp weight beyond half": lambda t: torch.lerp(t, t * 3, 1e6),
+    "threshold beyond half": lambda t: torch.nn.functional.threshold(t, 1e6, 2.0),
+    "abs of float8": lambda t: t.to(torch.float8_e4m3fn).abs().float(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED_SYNCHRONOUSLY))
+def test_calls_the_cpu_accepts_still_give_its_results(name):
+    operation = ACCEPTED_SYNCHRONOUSLY[name]
+    torch.testing.assert_close(operation(HALF.to("openreg")).cpu(), operation(HALF))
+
+
+def test_infinite_scalars_stay_asynchronous():
+    # -inf fits every floating dtype: attention masks must not synchronise.
+    torch.openreg.reset_fallback_counts()  # and the executor's counts
+    HALF.to("openreg").masked_fill(HALF.to("openreg") > 0, float("-inf"))
+    counts = torch.openreg.executor_counts()
+    assert counts["aten::masked_fill_.Scalar"] == (1, 0)

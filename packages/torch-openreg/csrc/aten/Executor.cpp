@@ -12,7 +12,9 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
+#include <ATen/Dispatch.h>
 #include <c10/util/env.h>
+#include <c10/util/overflows.h>
 
 #include <algorithm>
 #include <atomic>
@@ -640,6 +642,51 @@ bool runView(const c10::OperatorHandle& op, Stack* stack, const Stack& meta) {
   return true;
 }
 
+// LITERALINCLUDE START: EXECUTOR_REFUSALS
+// Note [Arguments a queued kernel could refuse]
+// The Meta kernel checks shapes and dtypes on the host, but a few refusals
+// happen only inside the CPU kernel: a dtype that few CPU kernels implement
+// (float8 and float4, the bit-packed types, unsigned types beyond uint8),
+// and a scalar argument that overflows a tensor's dtype (Scalar::to<T> is
+// checked: `x.half().clamp(min=-1e6)`). Queued, such a refusal would be a
+// sticky device error where CUDA raises at the call. So those calls run
+// synchronously, and a refusal is the caller's error. The scalar check is
+// against every non-bool tensor's dtype, so it may send a call that the CPU
+// would accept the synchronous way too; that costs time, never a result.
+bool fewCpuKernelsAccept(at::ScalarType dtype) {
+  return c10::isFloat8Type(dtype) || dtype == at::ScalarType::Float4_e2m1fn_x2 || c10::isBitsType(dtype) ||
+         c10::isBarebonesUnsignedType(dtype);
+}
+
+bool overflows(const at::Scalar& scalar, at::ScalarType dtype) {
+  return AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2(at::kHalf, at::kBFloat16, dtype, "overflows", [&] {
+    if (scalar.isComplex()) return c10::overflows<scalar_t>(scalar.toComplexDouble());
+    if (scalar.isFloatingPoint()) return c10::overflows<scalar_t>(scalar.toDouble());
+    return c10::overflows<scalar_t>(scalar.toLong());
+  });
+}
+
+bool kernelMightRefuse(c10::ArrayRef<c10::IValue> args) {
+  c10::SmallVector<at::ScalarType, 4> dtypes;
+  for (const c10::IValue& arg : args) {
+    mapTensors(arg, [&](const at::Tensor& t) {
+      if (t.defined() && t.scalar_type() != at::kBool) dtypes.push_back(t.scalar_type());
+      return t;
+    });
+  }
+  if (std::any_of(dtypes.begin(), dtypes.end(), fewCpuKernelsAccept)) return true;
+  for (const c10::IValue& arg : args) {
+    if (!arg.isScalar()) continue;
+    at::Scalar scalar = arg.toScalar();
+    if (scalar.isBoolean() || scalar.isSymbolic()) continue;  // a bool never overflows
+    for (at::ScalarType dtype : dtypes) {
+      if (overflows(scalar, dtype)) return true;
+    }
+  }
+  return false;
+}
+// LITERALINCLUDE END: EXECUTOR_REFUSALS
+
 }  // namespace
 
 bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
@@ -664,12 +711,13 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && !info.metaDisagrees) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
-  if (inferred) {
+  bool async = inferred && !kernelMightRefuse(args);  // Note [Arguments a queued kernel could refuse]
+  if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {
     runSync(op, stack, info, *device);
   }
-  ++(inferred ? info.async : info.sync);
+  ++(async ? info.async : info.sync);
   return true;
 }
 
