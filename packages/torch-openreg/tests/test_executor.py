@@ -238,3 +238,38 @@ def test_an_out_kernel_that_refuses_leaves_no_warning_behind(capfd):
     loss = F.binary_cross_entropy(x.to("openreg"), target.to("openreg"))
     torch.testing.assert_close(loss.cpu(), F.binary_cross_entropy(x, target))
     assert "resized" not in capfd.readouterr().err
+
+
+NORMALISATIONS = {
+    "layer_norm": lambda x, w, b: F.layer_norm(x, (6,), w, b),
+    "group_norm": lambda x, w, b: F.group_norm(x, 2, w, b),
+    "batch_norm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(NORMALISATIONS))
+def test_normalisations_run_the_cpu_kernels_forward_and_backward(name, dtype):
+    # native_layer_norm and native_group_norm have composite kernels that
+    # PyTorch would use for openreg (Note [Composite kernels the executor
+    # replaces]); in float16/bfloat16 the CPU keeps layer and batch norm
+    # statistics in the input's dtype, which Meta does not promise. Running
+    # the CPU's own kernels gives its results to the bit.
+    torch.manual_seed(0)
+    operands = [torch.randn(4, 6, dtype=dtype), torch.randn(6, dtype=dtype), torch.randn(6, dtype=dtype)]
+    results = {}
+    for device in ("cpu", "openreg"):
+        leaves = [t.detach().to(device).requires_grad_() for t in operands]
+        out = NORMALISATIONS[name](*leaves)
+        out.backward(torch.linspace(-1, 1, 24, dtype=dtype).reshape(4, 6).to(device))
+        results[device] = [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+    torch.testing.assert_close(results["openreg"], results["cpu"], rtol=0, atol=0)
+    torch.openreg.synchronize()  # and no sticky error
+
+
+def test_addr_runs_the_cpu_kernel():
+    torch.manual_seed(0)
+    operands = (torch.randn(3, 4, dtype=torch.half), torch.randn(3, dtype=torch.half), torch.randn(4, dtype=torch.half))
+    result = torch.addr(*on_device(*operands), beta=0.5, alpha=2)
+    torch.testing.assert_close(result.cpu(), torch.addr(*operands, beta=0.5, alpha=2), rtol=0, atol=0)
+    assert torch.openreg.executor_counts()["aten::addr"] == (1, 0)  # one kernel, not a decomposition

@@ -8,13 +8,14 @@
 #include "aten/Executor.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
 #include <ATen/ops/as_strided.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
-#include <ATen/Dispatch.h>
 #include <c10/util/env.h>
 #include <c10/util/overflows.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +25,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "aten/Fallback.h"
 #include "aten/native/Launch.h"
 #include "runtime/Check.h"
 #include "runtime/Generator.h"
@@ -425,6 +427,10 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& fun
 }
 // LITERALINCLUDE END: EXECUTOR_OUT_VARIANT
 
+// Whether an operator's Meta kernel promises the results its CPU kernel
+// produces (see metaAgreementWithCpu).
+enum class MetaAgreement { Always, Never, InFloat32AndFloat64 };
+
 // What the executor derives once per operator from its (immutable) schema,
 // and how often it ran the operator: no string is built on the hot path.
 struct OperatorInfo {
@@ -432,19 +438,40 @@ struct OperatorInfo {
   std::string label;  // "aten::add", the kernel's name in errors and traces
   Signature signature;
   bool hasCpuKernel = false;
-  bool metaDisagrees = false;  // see metaDisagreesWithCpu
+  MetaAgreement meta = MetaAgreement::Always;
   std::optional<c10::OperatorHandle> outVariant;  // Note [Writing results straight into device memory]
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
 };
 
-// Operators whose Meta kernel promises result shapes that their CPU kernel
-// does not produce (embedding_bag's offset2bag is empty on the CPU when no
-// backward needs it). A device output cannot be resized once the kernel is
-// queued, so these run synchronously and take the CPU kernel's shapes.
-bool metaDisagreesWithCpu(const c10::FunctionSchema& schema) {
+// Operators whose Meta kernel promises results that their CPU kernel does
+// not produce. A device output cannot be resized or retyped once the kernel
+// is queued, so such calls run synchronously and take the CPU kernel's
+// results.
+MetaAgreement metaAgreementWithCpu(const c10::FunctionSchema& schema) {
   const std::string& name = schema.name();
-  return name == "aten::_embedding_bag_forward_only" || name == "aten::_embedding_bag";
+  // offset2bag is empty on the CPU when no backward needs it.
+  if (name == "aten::_embedding_bag_forward_only" || name == "aten::_embedding_bag") return MetaAgreement::Never;
+  // In float16 and bfloat16 the CPU keeps the saved statistics in the
+  // input's dtype, where Meta (like CUDA) promises float32; the CPU's
+  // backward then refuses float32 statistics.
+  if (name == "aten::native_layer_norm" || name == "aten::native_batch_norm" ||
+      name == "aten::_native_batch_norm_legit" || name == "aten::_batch_norm_with_update") {
+    return MetaAgreement::InFloat32AndFloat64;
+  }
+  return MetaAgreement::Always;
+}
+
+bool metaAgrees(const OperatorInfo& info, c10::ArrayRef<c10::IValue> args) {
+  switch (info.meta) {
+    case MetaAgreement::Always:
+      return true;
+    case MetaAgreement::Never:
+      return false;
+    case MetaAgreement::InFloat32AndFloat64:
+      return !at::isReducedFloatingType(args[0].toTensor().scalar_type());
+  }
+  return false;
 }
 
 std::shared_mutex infosMutex;
@@ -463,7 +490,7 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->signature = readSignature(*schema);
   info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info->outVariant = findOutVariant(*schema);
-  info->metaDisagrees = metaDisagreesWithCpu(*schema);
+  info->meta = metaAgreementWithCpu(*schema);
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }
@@ -708,7 +735,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
                               ", and PyTorch has no CPU kernel for the device executor to run");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, *device));
   std::shared_ptr<const Stack> meta;
-  if (!info.signature.returnsNonTensor && !info.metaDisagrees) meta = inferOnMeta(op, args);
+  if (!info.signature.returnsNonTensor && metaAgrees(info, args)) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
   bool async = inferred && !kernelMightRefuse(args);  // Note [Arguments a queued kernel could refuse]
@@ -746,5 +773,22 @@ void resetExecutorCounts() {
     info->sync.store(0);
   }
 }
+
+// LITERALINCLUDE START: EXECUTOR_REPLACES_COMPOSITES
+// Note [Composite kernels the executor replaces]
+// A few operators have a CompositeExplicitAutograd kernel written in terms
+// of other operators, which PyTorch gives every backend without a kernel of
+// its own: native_layer_norm becomes batch_norm and addcmul, native_group_norm
+// a chain of reductions, addr an outer product and an add. The CPU (like
+// CUDA) has a fused kernel for each, and the decompositions round
+// differently and cost several launches. Registered here, these operators
+// run the CPU's kernel through the executor instead. (Structured operators'
+// functional kernels are composite too, but they call the out= kernel.)
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&globalFallbackKernel>());
+  }
+}
+// LITERALINCLUDE END: EXECUTOR_REPLACES_COMPOSITES
 
 }  // namespace torch_openreg

@@ -133,4 +133,8 @@ void cpuFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   cpuFallback(op, stack);
 }
 
+void globalFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  globalFallback(op, stack);
+}
+
 }  // namespace torch_openreg

@@ -18,6 +18,11 @@ void resetFallbackCounts();
 FallbackMode fallbackMode();
 void setFallbackMode(FallbackMode mode);
 
+// The global fallback as a boxed kernel: the device executor, else the CPU
+// fallback. Also registered by name for operators whose default kernel
+// openreg replaces (Note [Composite kernels the executor replaces]).
+void globalFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // The CPU fallback as a boxed kernel, for an operator sent to the CPU on
 // purpose: m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallbackKernel>()).
 // It checks devices, counts and obeys the fallback mode as the global
