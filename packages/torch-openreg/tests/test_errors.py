@@ -261,3 +261,21 @@ def test_infinite_scalars_stay_asynchronous():
     HALF.to("openreg").masked_fill(HALF.to("openreg") > 0, float("-inf"))
     counts = torch.openreg.executor_counts()
     assert counts["aten::masked_fill_.Scalar"] == (1, 0)
+
+
+def test_only_scalar_arguments_are_checked():
+    # k is an int argument, never converted to the tensor's dtype: 300 does
+    # not fit uint8, but the call stays asynchronous.
+    values = torch.arange(1000).remainder(251).to(torch.uint8)
+    torch.openreg.reset_fallback_counts()  # and the executor's counts
+    result = torch.topk(values.to("openreg"), 300)
+    assert torch.openreg.executor_counts()["aten::topk.values"] == (1, 0)
+    torch.testing.assert_close(result.values.cpu(), torch.topk(values, 300).values)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_dtypes_without_a_scalar_check_still_run():
+    # complex32 is outside the usual dtype dispatch; its scalar check must
+    # not refuse the call itself.
+    x = torch.randn(3, dtype=torch.complex64).to(torch.complex32)
+    torch.testing.assert_close((x.to("openreg") + 1).cpu(), x + 1)

@@ -244,6 +244,8 @@ NORMALISATIONS = {
     "layer_norm": lambda x, w, b: F.layer_norm(x, (6,), w, b),
     "group_norm": lambda x, w, b: F.group_norm(x, 2, w, b),
     "batch_norm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+    # float32 weights on a reduced-precision input: float32 statistics on the CPU
+    "group_norm_float32_weights": lambda x, w, b: F.group_norm(x, 2, w.float(), b.float()),
 }
 
 

@@ -452,10 +452,11 @@ MetaAgreement metaAgreementWithCpu(const c10::FunctionSchema& schema) {
   const std::string& name = schema.name();
   // offset2bag is empty on the CPU when no backward needs it.
   if (name == "aten::_embedding_bag_forward_only" || name == "aten::_embedding_bag") return MetaAgreement::Never;
-  // In float16 and bfloat16 the CPU keeps the saved statistics in the
-  // input's dtype, where Meta (like CUDA) promises float32; the CPU's
-  // backward then refuses float32 statistics.
-  if (name == "aten::native_layer_norm" || name == "aten::native_batch_norm" ||
+  // In float16 and bfloat16 the CPU keeps layer and batch norm statistics
+  // in the input's dtype, where Meta (like CUDA) promises float32; the CPU's
+  // backward then refuses float32 statistics. Group norm is the other way
+  // round, with float32 weights on a float16 or bfloat16 input.
+  if (name == "aten::native_layer_norm" || name == "aten::native_group_norm" || name == "aten::native_batch_norm" ||
       name == "aten::_native_batch_norm_legit" || name == "aten::_batch_norm_with_update") {
     return MetaAgreement::InFloat32AndFloat64;
   }
@@ -674,26 +675,43 @@ bool runView(const c10::OperatorHandle& op, Stack* stack, const Stack& meta) {
 // The Meta kernel checks shapes and dtypes on the host, but a few refusals
 // happen only inside the CPU kernel: a dtype that few CPU kernels implement
 // (float8 and float4, the bit-packed types, unsigned types beyond uint8),
-// and a scalar argument that overflows a tensor's dtype (Scalar::to<T> is
+// and a Scalar argument that overflows a tensor's dtype (Scalar::to<T> is
 // checked: `x.half().clamp(min=-1e6)`). Queued, such a refusal would be a
 // sticky device error where CUDA raises at the call. So those calls run
 // synchronously, and a refusal is the caller's error. The scalar check is
 // against every non-bool tensor's dtype, so it may send a call that the CPU
 // would accept the synchronous way too; that costs time, never a result.
+// Only arguments the schema types as Scalar are converted that way; int
+// and float arguments (a dim, an eps) are not.
 bool fewCpuKernelsAccept(at::ScalarType dtype) {
   return c10::isFloat8Type(dtype) || dtype == at::ScalarType::Float4_e2m1fn_x2 || c10::isBitsType(dtype) ||
          c10::isBarebonesUnsignedType(dtype);
 }
 
+// Whether Scalar::to<dtype>() would refuse scalar. Also true when that is
+// not known here (a quantized dtype, a uint64 beyond int64): the call then
+// runs synchronously, where the CPU kernel decides.
 bool overflows(const at::Scalar& scalar, at::ScalarType dtype) {
-  return AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2(at::kHalf, at::kBFloat16, dtype, "overflows", [&] {
-    if (scalar.isComplex()) return c10::overflows<scalar_t>(scalar.toComplexDouble());
-    if (scalar.isFloatingPoint()) return c10::overflows<scalar_t>(scalar.toDouble());
-    return c10::overflows<scalar_t>(scalar.toLong());
-  });
+  try {
+    return AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kComplexHalf, dtype, "overflows", [&] {
+      if (scalar.isComplex()) return c10::overflows<scalar_t>(scalar.toComplexDouble());
+      if (scalar.isFloatingPoint()) return c10::overflows<scalar_t>(scalar.toDouble());
+      return c10::overflows<scalar_t>(scalar.toLong());
+    });
+  } catch (const c10::Error&) {
+    return true;
+  }
 }
 
-bool kernelMightRefuse(c10::ArrayRef<c10::IValue> args) {
+// Whether a schema type is Scalar, Scalar? or Scalar[].
+bool holdsScalars(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::NumberType) return true;
+  if (auto optional = type->cast<c10::OptionalType>()) return holdsScalars(optional->getElementType());
+  if (auto list = type->cast<c10::ListType>()) return holdsScalars(list->getElementType());
+  return false;
+}
+
+bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
   c10::SmallVector<at::ScalarType, 4> dtypes;
   for (const c10::IValue& arg : args) {
     mapTensors(arg, [&](const at::Tensor& t) {
@@ -702,12 +720,17 @@ bool kernelMightRefuse(c10::ArrayRef<c10::IValue> args) {
     });
   }
   if (std::any_of(dtypes.begin(), dtypes.end(), fewCpuKernelsAccept)) return true;
-  for (const c10::IValue& arg : args) {
-    if (!arg.isScalar()) continue;
-    at::Scalar scalar = arg.toScalar();
-    if (scalar.isBoolean() || scalar.isSymbolic()) continue;  // a bool never overflows
-    for (at::ScalarType dtype : dtypes) {
-      if (overflows(scalar, dtype)) return true;
+  auto refused = [&](const c10::IValue& value) {
+    if (!value.isScalar()) return false;  // None
+    at::Scalar scalar = value.toScalar();
+    if (scalar.isBoolean() || scalar.isSymbolic()) return false;  // a bool never overflows
+    return std::any_of(dtypes.begin(), dtypes.end(), [&](at::ScalarType dtype) { return overflows(scalar, dtype); });
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!holdsScalars(schema.arguments()[i].type())) continue;
+    if (args[i].isList() ? std::any_of(args[i].toListRef().begin(), args[i].toListRef().end(), refused)
+                         : refused(args[i])) {
+      return true;
     }
   }
   return false;
@@ -738,7 +761,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
-  bool async = inferred && !kernelMightRefuse(args);  // Note [Arguments a queued kernel could refuse]
+  bool async = inferred && !kernelMightRefuse(schema, args);  // Note [Arguments a queued kernel could refuse]
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -18,9 +18,11 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
-#include <c10/util/Exception.h>
+
+#include <pthread.h>
 
 #include <map>
+#include <new>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -37,7 +39,9 @@ constexpr size_t kMostCachedBytes = size_t{512} << 20;
 
 class ScratchAllocator final : public c10::Allocator {
  public:
-  explicit ScratchAllocator(c10::Allocator* previous) : previous_(previous) {}
+  // previous must have a raw deleter (c10's default allocator has one).
+  explicit ScratchAllocator(c10::Allocator* previous)
+      : previous_(previous), previousDeleter_(previous->raw_deleter()) {}
 
   // Thread-safe. A block may be freed on any thread: a kernel's result can
   // outlive the kernel.
@@ -74,6 +78,11 @@ class ScratchAllocator final : public c10::Allocator {
     for (void* block : blocks) c10::free_cpu(block);
   }
 
+  // A stream worker may hold mutex_ when the process forks; the child's only
+  // thread must not inherit it locked (pthread_atfork, below).
+  void lockForFork() { mutex_.lock(); }
+  void unlockAfterFork() { mutex_.unlock(); }
+
  private:
   static void release(void* block);
 
@@ -93,37 +102,47 @@ class ScratchAllocator final : public c10::Allocator {
       }
     }
     void* block = c10::alloc_cpu(bytes);  // throws c10::Error when the host is out of memory
-    std::lock_guard<std::mutex> lock(mutex_);
-    sizes_.emplace(block, bytes);
-    inUseBytes_ += bytes;
-    ++allocationCount_;
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sizes_.emplace(block, bytes);
+      inUseBytes_ += bytes;
+      ++allocationCount_;
+    } catch (...) {
+      c10::free_cpu(block);
+      throw;
+    }
     return block;
   }
 
-  void giveBack(void* block) {
+  // Runs inside tensor destructors: must not throw.
+  void giveBack(void* block) noexcept {
     std::unique_lock<std::mutex> lock(mutex_);
     auto known = sizes_.find(block);
     if (known == sizes_.end()) {
       // Allocated by the previous allocator (outside a kernel, or small).
       lock.unlock();
-      c10::DeleterFnPtr deleter = previous_->raw_deleter();
-      TORCH_INTERNAL_ASSERT(deleter, "the CPU allocator openreg wraps has no raw deleter");
-      deleter(block);
+      previousDeleter_(block);
       return;
     }
     const size_t bytes = known->second;
     inUseBytes_ -= bytes;
     if (cachedBytes_ + bytes <= kMostCachedBytes) {
-      cached_.emplace(bytes, block);
-      cachedBytes_ += bytes;
-      return;
+      try {
+        cached_.emplace(bytes, block);
+        cachedBytes_ += bytes;
+        return;
+      } catch (const std::bad_alloc&) {
+        // no room to remember it: free it below
+      }
     }
     sizes_.erase(known);
     lock.unlock();
     c10::free_cpu(block);
   }
 
+
   c10::Allocator* const previous_;
+  const c10::DeleterFnPtr previousDeleter_;
   std::mutex mutex_;
   std::unordered_map<void*, size_t> sizes_;  // every block this cache owns, in use or cached
   std::multimap<size_t, void*> cached_;       // free blocks by size
@@ -143,7 +162,10 @@ ScratchAllocator& scratchAllocator() {
 // Loading torch_openreg._C installs the wrapper in place of the CPU allocator
 // registered before it, which it delegates to outside kernels.
 [[maybe_unused]] const bool registered = [] {
+  if (c10::GetCPUAllocator()->raw_deleter() == nullptr) return false;  // cannot wrap it: leave it alone
   c10::SetCPUAllocator(&scratchAllocator());
+  pthread_atfork([] { scratchAllocator().lockForFork(); }, [] { scratchAllocator().unlockAfterFork(); },
+                 [] { scratchAllocator().unlockAfterFork(); });
   return true;
 }();
 // LITERALINCLUDE END: REGISTER_SCRATCH_ALLOCATOR
