@@ -30,11 +30,7 @@ bool spinUntil(Ready ready) {
     // host thread (SMT), every instruction spent here is one the host loses.
     for (int i = 0; i < 16; ++i) {
       if (ready()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#else
-      std::this_thread::yield();
-#endif
+      cpuRelax();
     }
   } while (Clock::now() < deadline);
   return ready();
@@ -167,7 +163,7 @@ Stream::Stream(Device& device, uint64_t id, int priority)
 
 Stream::~Stream() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<QueueLock> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_one();
@@ -183,7 +179,7 @@ uint64_t Stream::enqueue(Op op) {
   uint64_t seq;
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<QueueLock> lock(mutex_);
     if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
     queue_.push_back(std::move(op));
     pending_.fetch_add(1, std::memory_order_release);
@@ -195,7 +191,7 @@ uint64_t Stream::enqueue(Op op) {
 }
 
 uint64_t Stream::lastEnqueued() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<QueueLock> lock(mutex_);
   return enqueued_;
 }
 
@@ -210,7 +206,7 @@ void Stream::work() {
       spinUntil([&] { return pending_.load(std::memory_order_acquire) != 0; });
     }
     {
-      std::unique_lock<std::mutex> lock(mutex_);
+      std::unique_lock<QueueLock> lock(mutex_);
       while (queue_.empty() && !stopping_) {
         sleeping_ = true;
         wake_.wait(lock);
