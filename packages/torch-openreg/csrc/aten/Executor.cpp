@@ -688,21 +688,6 @@ bool fewCpuKernelsAccept(at::ScalarType dtype) {
          c10::isBarebonesUnsignedType(dtype);
 }
 
-// Whether Scalar::to<dtype>() would refuse scalar. Also true when that is
-// not known here (a quantized dtype, a uint64 beyond int64): the call then
-// runs synchronously, where the CPU kernel decides.
-bool overflows(const at::Scalar& scalar, at::ScalarType dtype) {
-  try {
-    return AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kComplexHalf, dtype, "overflows", [&] {
-      if (scalar.isComplex()) return c10::overflows<scalar_t>(scalar.toComplexDouble());
-      if (scalar.isFloatingPoint()) return c10::overflows<scalar_t>(scalar.toDouble());
-      return c10::overflows<scalar_t>(scalar.toLong());
-    });
-  } catch (const c10::Error&) {
-    return true;
-  }
-}
-
 // Whether a schema type is Scalar, Scalar? or Scalar[].
 bool holdsScalars(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::NumberType) return true;
@@ -711,20 +696,16 @@ bool holdsScalars(const c10::TypePtr& type) {
   return false;
 }
 
-bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
-  c10::SmallVector<at::ScalarType, 4> dtypes;
-  for (const c10::IValue& arg : args) {
-    mapTensors(arg, [&](const at::Tensor& t) {
-      if (t.defined() && t.scalar_type() != at::kBool) dtypes.push_back(t.scalar_type());
-      return t;
-    });
-  }
+// dtypes: those of the non-bool tensor operands.
+bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                       c10::ArrayRef<at::ScalarType> dtypes) {
   if (std::any_of(dtypes.begin(), dtypes.end(), fewCpuKernelsAccept)) return true;
   auto refused = [&](const c10::IValue& value) {
     if (!value.isScalar()) return false;  // None
     at::Scalar scalar = value.toScalar();
     if (scalar.isBoolean() || scalar.isSymbolic()) return false;  // a bool never overflows
-    return std::any_of(dtypes.begin(), dtypes.end(), [&](at::ScalarType dtype) { return overflows(scalar, dtype); });
+    auto overflowsDtype = [&](at::ScalarType dtype) { return scalarOverflows(scalar, dtype); };
+    return std::any_of(dtypes.begin(), dtypes.end(), overflowsDtype);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     if (!holdsScalars(schema.arguments()[i].type())) continue;
@@ -739,14 +720,28 @@ bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IVa
 
 }  // namespace
 
+bool scalarOverflows(const at::Scalar& scalar, at::ScalarType dtype) {
+  try {
+    return AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kComplexHalf, dtype, "overflows", [&] {
+      if (scalar.isComplex()) return c10::overflows<scalar_t>(scalar.toComplexDouble());
+      if (scalar.isFloatingPoint()) return c10::overflows<scalar_t>(scalar.toDouble());
+      return c10::overflows<scalar_t>(scalar.toLong());
+    });
+  } catch (const c10::Error&) {
+    return true;  // a dtype or value this cannot judge: let the CPU kernel decide, synchronously
+  }
+}
+
 bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!enabled.load()) return false;
   const auto& schema = op.schema();
   auto args = torch::jit::last(*stack, schema.arguments().size());
   std::optional<c10::DeviceIndex> device;
+  c10::SmallVector<at::ScalarType, 4> dtypes;  // for kernelMightRefuse
   for (const c10::IValue& arg : args) {
     mapTensors(arg, [&](const at::Tensor& t) {
       if (!device.has_value() && isOpenReg(t)) device = t.device().index();
+      if (t.defined() && t.scalar_type() != at::kBool) dtypes.push_back(t.scalar_type());
       return t;
     });
   }
@@ -761,7 +756,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
-  bool async = inferred && !kernelMightRefuse(schema, args);  // Note [Arguments a queued kernel could refuse]
+  bool async = inferred && !kernelMightRefuse(schema, args, dtypes);  // Note [Arguments a queued kernel could refuse]
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -19,6 +19,13 @@ namespace torch_openreg {
 // with the stack untouched, for the operators it cannot run.
 bool runOnDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Whether Scalar::to<dtype>() would refuse scalar, as a CPU kernel converts
+// a Scalar argument (also true when that cannot be judged here: a quantized
+// dtype, a uint64 beyond int64). The executor runs such calls synchronously
+// (Note [Arguments a queued kernel could refuse]); the host fast path leaves
+// them to it.
+bool scalarOverflows(const at::Scalar& scalar, at::ScalarType dtype);
+
 // OPENREG_DEVICE_EXECUTOR=0 (or setExecutorEnabled(false)) sends every
 // operator without a kernel to the classic CPU fallback: a debugging switch
 // for telling an executor problem from an operator problem.

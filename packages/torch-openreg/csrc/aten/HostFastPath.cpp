@@ -29,6 +29,7 @@
 #include <ATen/ops/sum_cpu_dispatch.h>
 #include <torch/library.h>
 
+#include "aten/Executor.h"
 #include "aten/native/Launch.h"
 #include "aten/native/Minimal.h"
 
@@ -44,29 +45,10 @@ bool fastPathDtype(at::ScalarType dtype) {
 }
 
 // A scalar argument (add's alpha, clamp_min's min) that the CPU kernels take
-// for these dtypes: not a bool or complex one (the general route raises
-// their errors), nor a symbolic one.
-bool plainScalar(const at::Scalar& scalar) {
-  return !scalar.isBoolean() && !scalar.isComplex() && !scalar.isSymbolic();
-}
-
-// The CPU kernel converts a scalar argument to the tensor's dtype; convert
-// it here first, so that one that overflows raises the CPU's error at the
-// call instead of failing the queued kernel.
-void checkConverts(const at::Scalar& scalar, at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kHalf:
-      (void)scalar.to<at::Half>();
-      break;
-    case at::kBFloat16:
-      (void)scalar.to<at::BFloat16>();
-      break;
-    case at::kFloat:
-      (void)scalar.to<float>();
-      break;
-    default:
-      break;
-  }
+// for dtype: not a bool, complex or symbolic one, nor one that overflows
+// dtype. The general route raises the errors of the others at the call.
+bool plainScalar(const at::Scalar& scalar, at::ScalarType dtype) {
+  return !scalar.isBoolean() && !scalar.isComplex() && !scalar.isSymbolic() && !scalarOverflows(scalar, dtype);
 }
 
 // LITERALINCLUDE START: HOST_FAST_PATH
@@ -117,8 +99,9 @@ bool pointwiseFastPath(const at::Tensor& self, const at::Tensor& other) {
 
 // LITERALINCLUDE START: HOST_FAST_PATH_KERNELS
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!pointwiseFastPath(self, other) || !plainScalar(alpha)) return general::add(self, other, alpha);
-  checkConverts(alpha, self.scalar_type());
+  if (!pointwiseFastPath(self, other) || !plainScalar(alpha, self.scalar_type())) {
+    return general::add(self, other, alpha);
+  }
   return launchWithNewOutput(
       "aten::add", self.sizes(), [alpha](Views& v) { at::cpu::add_out(v[0], v[1], v[2], alpha); }, self, other);
 }
@@ -133,8 +116,9 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 // LITERALINCLUDE END: HOST_FAST_PATH_KERNELS
 
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!pointwiseFastPath(self, other) || !plainScalar(alpha)) return general::sub(self, other, alpha);
-  checkConverts(alpha, self.scalar_type());
+  if (!pointwiseFastPath(self, other) || !plainScalar(alpha, self.scalar_type())) {
+    return general::sub(self, other, alpha);
+  }
   return launchWithNewOutput(
       "aten::sub", self.sizes(), [alpha](Views& v) { at::cpu::sub_out(v[0], v[1], v[2], alpha); }, self, other);
 }
@@ -152,8 +136,7 @@ at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
-  if (!plainOperands({&self}) || !plainScalar(min)) return general::clamp_min(self, min);
-  checkConverts(min, self.scalar_type());
+  if (!plainOperands({&self}) || !plainScalar(min, self.scalar_type())) return general::clamp_min(self, min);
   return launchWithNewOutput(
       "aten::clamp_min", self.sizes(), [min](Views& v) { at::cpu::clamp_min_out(v[0], v[1], min); }, self);
 }
