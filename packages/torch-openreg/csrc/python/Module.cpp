@@ -7,6 +7,7 @@
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
+#include "aten/native/ResultsInPlace.h"
 #include <c10/core/DeviceGuard.h>
 
 #include "runtime/Check.h"
@@ -124,7 +125,18 @@ PYBIND11_MODULE(_C, m) {
     out["cached_bytes"] = s.cachedBytes;
     out["allocation_count"] = s.allocationCount;
     out["reuse_count"] = s.reuseCount;
+    out["lent_count"] = s.lentCount;
     return out;
+  });
+  m.def("_results_in_place_counts", [] {
+    ResultsInPlaceCounts c = resultsInPlaceCounts();
+    py::dict out;
+    out["in_place"] = c.inPlace;
+    out["copied"] = c.copied;
+    return out;
+  });
+  m.def("_compute_into_for_testing", [](std::vector<at::Tensor> outputs, std::vector<int64_t> order) {
+    computeIntoForTesting(outputs, std::move(order));
   });
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));

@@ -14,6 +14,23 @@
 // allocator. This cache gives the worker the same: blocks freed by a kernel
 // wait here, bounded, for the next kernel. CPU memory profiling does not see
 // cached blocks change hands; torch.openreg.empty_cache() releases them.
+//
+// LITERALINCLUDE START: RESULTS_IN_PLACE_NOTE
+// Note [Results written straight into device memory]
+// A functional CPU kernel (convolution has no out= form) allocates its
+// result, and openreg then copies it into the device output: for a 4 MB
+// conv2d result the copy cost 15-20 % of the call. A kernel launch that
+// knows its outputs lends their memory: inside a LendingScope, an
+// allocation of exactly an output's size is served from that output's
+// device memory (its host alias), so the CPU kernel writes its result where
+// it belongs and the copy is skipped (computeInto in native/ResultsInPlace.h).
+// Which allocation of that size becomes the result is the kernel's affair:
+// oneDNN computes a convolution in its own blocked layout first, often of
+// the same size, then reorders it into the plain result. So the launch site
+// learns, per call shape, how many same-sized allocations to pass over
+// (LendingPlan). Matching by size is safe whatever happens: a temporary
+// that takes the block is dead by the time the real result is copied over it.
+// LITERALINCLUDE END: RESULTS_IN_PLACE_NOTE
 #include "runtime/ScratchAllocator.h"
 
 #include <c10/core/CPUAllocator.h>
@@ -21,16 +38,19 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <map>
 #include <new>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace torch_openreg {
 namespace {
 
 thread_local bool inKernel = false;
+thread_local LentOutputs* lending = nullptr;
 
 // Smaller blocks stay in the C library's arenas between calls anyway.
 constexpr size_t kSmallestCachedBytes = 64 << 10;
@@ -47,7 +67,14 @@ class ScratchAllocator final : public c10::Allocator {
   // outlive the kernel.
   c10::DataPtr allocate(size_t bytes) override {
     if (!inKernel || bytes < kSmallestCachedBytes) return previous_->allocate(bytes);
-    void* block = take(bytes);
+    if (lending == nullptr) {
+      void* block = take(bytes);
+      return {block, block, &release, c10::Device(c10::kCPU)};
+    }
+    LentOutputs::Block* claimed = lending->claim(bytes);
+    lending->allocations.reserve(lending->allocations.size() + 1);  // nothing throws once a block is handed out
+    void* block = claimed != nullptr ? borrow(*claimed) : take(bytes);
+    lending->record(bytes, block);
     return {block, block, &release, c10::Device(c10::kCPU)};
   }
 
@@ -61,7 +88,7 @@ class ScratchAllocator final : public c10::Allocator {
 
   ScratchStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return {inUseBytes_, cachedBytes_, allocationCount_, reuseCount_};
+    return {inUseBytes_, cachedBytes_, allocationCount_, reuseCount_, lentCount_};
   }
 
   void emptyCache() {
@@ -85,6 +112,16 @@ class ScratchAllocator final : public c10::Allocator {
 
  private:
   static void release(void* block);
+
+  // A LendingScope's block, remembered until it is given back: it belongs
+  // to a device tensor, so it is never freed nor cached.
+  void* borrow(LentOutputs::Block& claimed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lent_.insert(claimed.data);
+    claimed.taken = true;
+    ++lentCount_;
+    return claimed.data;
+  }
 
   // The smallest cached block that fits, unless it is over twice the size
   // asked for; else a new one.
@@ -117,6 +154,10 @@ class ScratchAllocator final : public c10::Allocator {
   // Runs inside tensor destructors: must not throw.
   void giveBack(void* block) noexcept {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (auto lent = lent_.find(block); lent != lent_.end()) {
+      lent_.erase(lent);  // device memory: its device tensor owns it
+      return;
+    }
     auto known = sizes_.find(block);
     if (known == sizes_.end()) {
       // Allocated by the previous allocator (outside a kernel, or small).
@@ -146,10 +187,12 @@ class ScratchAllocator final : public c10::Allocator {
   std::mutex mutex_;
   std::unordered_map<void*, size_t> sizes_;  // every block this cache owns, in use or cached
   std::multimap<size_t, void*> cached_;       // free blocks by size
+  std::unordered_multiset<void*> lent_;       // LendingScope blocks handed out and not yet given back
   size_t inUseBytes_ = 0;
   size_t cachedBytes_ = 0;
   size_t allocationCount_ = 0;
   size_t reuseCount_ = 0;
+  size_t lentCount_ = 0;
 };
 
 // LITERALINCLUDE START: REGISTER_SCRATCH_ALLOCATOR
@@ -176,6 +219,39 @@ void ScratchAllocator::release(void* block) { scratchAllocator().giveBack(block)
 
 KernelScratchScope::KernelScratchScope() : outer_(inKernel) { inKernel = true; }
 KernelScratchScope::~KernelScratchScope() { inKernel = outer_; }
+
+LentOutputs::Block* LentOutputs::claim(size_t bytes) {
+  auto sameSize = [&](const std::pair<size_t, const void*>& a) { return a.first == bytes; };
+  auto seen = std::count_if(allocations.begin(), allocations.end(), sameSize);  // of this size so far
+  for (Block& block : blocks) {
+    if (!block.taken && block.bytes == bytes && block.skip == seen) return &block;
+  }
+  return nullptr;
+}
+
+void LentOutputs::record(size_t bytes, const void* where) {
+  for (const Block& block : blocks) {
+    if (block.bytes == bytes) {
+      allocations.emplace_back(bytes, where);
+      return;
+    }
+  }
+}
+
+int LentOutputs::indexOf(size_t bytes, const void* where) const {
+  // The last one at where: an address is handed out again only after it
+  // was freed, so earlier ones there are dead.
+  int index = 0, found = -1;
+  for (const auto& [size, at] : allocations) {
+    if (size != bytes) continue;
+    if (at == where) found = index;
+    ++index;
+  }
+  return found;
+}
+
+LendingScope::LendingScope(LentOutputs& outputs) : outer_(lending) { lending = &outputs; }
+LendingScope::~LendingScope() { lending = outer_; }
 
 ScratchStats scratchStats() { return scratchAllocator().stats(); }
 

@@ -4,7 +4,10 @@
 // memory, and not used for CPU tensors that the program allocates itself.
 #pragma once
 
+#include <c10/util/SmallVector.h>
+
 #include <cstddef>
+#include <utility>
 
 namespace torch_openreg {
 
@@ -22,11 +25,49 @@ class KernelScratchScope {
   bool outer_;  // the thread's state before this scope
 };
 
+// The memory of a kernel's fresh device outputs (their host aliases), on
+// offer to the large CPU allocations its CPU kernel makes, and what became
+// of it (Note [Results written straight into device memory]).
+struct LentOutputs {
+  struct Block {
+    void* data = nullptr;
+    size_t bytes = 0;  // 0: not on offer
+    int skip = 0;      // allocations of this size to pass over before lending it
+    bool taken = false;
+  };
+  c10::SmallVector<Block, 4> blocks;  // one per output
+  // Each allocation of a size some block has, in order: its size, where it went.
+  c10::SmallVector<std::pair<size_t, const void*>, 4> allocations;
+
+  // The block an allocation of bytes takes (the skip-th of that size), or null.
+  Block* claim(size_t bytes);
+  // Records an allocation, if its size is one on offer.
+  void record(size_t bytes, const void* where);
+  // Which allocation of its size the live one at where is (0: the first), or -1.
+  int indexOf(size_t bytes, const void* where) const;
+};
+
+// While one is alive on a kernel's thread, that thread's large CPU
+// allocations may take the blocks of outputs. The kernel must not keep a
+// tensor over a lent block beyond its own end. Scopes do not nest: an inner
+// one replaces the outer.
+class LendingScope {
+ public:
+  explicit LendingScope(LentOutputs& outputs);  // outputs must outlive the scope
+  ~LendingScope();
+  LendingScope(const LendingScope&) = delete;
+  LendingScope& operator=(const LendingScope&) = delete;
+
+ private:
+  LentOutputs* outer_;
+};
+
 struct ScratchStats {
   size_t inUseBytes;       // handed out and not yet freed
   size_t cachedBytes;      // freed and kept for reuse
   size_t allocationCount;  // blocks taken from the C library
   size_t reuseCount;       // allocations served from the cache
+  size_t lentCount;        // allocations served from a LendingScope's device memory
 };
 ScratchStats scratchStats();
 

@@ -10,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/native/Launch.h"
+#include "aten/native/ResultsInPlace.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -34,6 +35,11 @@ at::Tensor emptyIf(bool wanted, at::IntArrayRef sizes, const at::Tensor& like, c
   return at::empty(sizes, like.options(), format);
 }
 
+// The CPU convolution has no out= form: where its results are allocated in
+// the outputs' memory, learned per shape (computeInto), no copy is needed.
+LendingPlan forwardPlan;
+LendingPlan backwardPlan;
+
 }  // namespace
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
@@ -53,7 +59,11 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   Dims s(stride), p(padding), d(dilation), o(outputPadding);
   launchOnViews("convolution", input.device().index(), std::move(operands), [=](std::vector<at::Tensor>& v) {
     std::optional<at::Tensor> b = v.size() > 3 ? std::optional<at::Tensor>(v[3]) : std::nullopt;
-    v[0].copy_(at::convolution(v[1], v[2], b, s, p, d, transposed, o, groups));
+    // LITERALINCLUDE START: CONVOLUTION_COMPUTE_INTO
+    computeInto(forwardPlan, v, v[0], [&] {
+      return std::vector<at::Tensor>{at::convolution(v[1], v[2], b, s, p, d, transposed, o, groups)};
+    });
+    // LITERALINCLUDE END: CONVOLUTION_COMPUTE_INTO
   });
   return output;
 }
@@ -71,18 +81,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   at::Tensor gradWeight = emptyIf(outputMask[1], weight.sizes(), weight, layout);
   at::Tensor gradBias = emptyIf(outputMask[2], biasSizes, weight, c10::MemoryFormat::Contiguous);
   c10::SmallVector<DeviceView, 4> operands = describeAll(gradOutput, input, weight);
+  std::array<bool, 3> wanted{gradInput.defined(), gradWeight.defined(), gradBias.defined()};
   for (const at::Tensor* g : {&gradInput, &gradWeight, &gradBias}) {
     if (g->defined()) operands.push_back(describe(*g));
   }
   Dims s(stride), p(padding), d(dilation), o(outputPadding);
   launchOnViews("convolution_backward", input.device().index(), std::move(operands),
                 [=](std::vector<at::Tensor>& v) {
-    auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,
-                                          groups, outputMask);
-    size_t next = 3;
-    for (const at::Tensor& g : {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)}) {
-      if (g.defined()) v[next++].copy_(g);
+    std::vector<at::Tensor> outputs(3);  // the wanted gradients' views follow the operands
+    for (size_t i = 0, next = 3; i < 3; ++i) {
+      if (wanted[i]) outputs[i] = v[next++];
     }
+    computeInto(backwardPlan, v, outputs, [&] {
+      auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,
+                                            groups, outputMask);
+      return std::vector<at::Tensor>{std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
+    });
   });
   return {gradInput, gradWeight, gradBias};
 }
