@@ -3,12 +3,13 @@
 
 For add, mul, relu, sum, mm, conv2d and softmax at about 1, 1K and 1M
 elements, and for one training step of an MLP, a CNN and a Transformer,
-prints the median time per call on openreg, the median time of the same work
-on the CPU, and the median ratio of paired samples. openreg is timed as a device is used: a batch of
-calls is queued, then one synchronisation waits for all of them, and the
-total is divided by the number of calls; a batch lasts about 5 ms, or five
-training steps. openreg and CPU samples alternate. Also prints how many operator calls
-ran natively and how many fell back to the CPU.
+prints the median time per call on openreg, the median time of the same
+work on the CPU, and the median ratio of paired samples. openreg is timed
+as a device is used: a batch of calls is queued, then one synchronisation
+waits for all of them, and the total is divided by the number of calls; a
+batch lasts about 5 ms, or five training steps. openreg and CPU samples come
+in pairs, 21 of each. Also prints how many operator calls ran natively and
+how many fell back to the CPU.
 
 The CPU anchor runs at its best: the script restarts itself with the C
 library's malloc told to keep freed memory (GLIBC_TUNABLES below). With the
@@ -59,23 +60,25 @@ def calls_per_sample(cpu_fn, seconds: float = 0.005) -> int:
     return max(5, min(5000, round(seconds / per_call)))
 
 
-def compare(device_fn, cpu_fn, inner: int | None = None, repeat: int = 15) -> tuple[float, float, float]:
+def compare(device_fn, cpu_fn, inner: int | None = None, repeat: int = 21) -> tuple[float, float, float]:
     """Median seconds per call on openreg and on the CPU, and their ratio.
 
-    The samples alternate (openreg, CPU, openreg, ...) so that both sides
+    The samples come in pairs, one openreg and one CPU, so that both sides
     see the same machine: on a shared VM the speed of the CPU drifts by tens
     of percent within a run, and stays fast or slow for seconds at a time.
     So the ratio is the median of each openreg sample over the CPU sample
-    taken right after it, not the ratio of two medians that may each come
-    from a different phase of the drift.
+    of its pair, not the ratio of two medians that may each come from a
+    different phase of the drift. Which side goes first alternates from one
+    pair to the next, so a drift within a pair favours neither side.
     """
     device_fn(), cpu_fn()
     torch.openreg.synchronize()
     inner = inner or calls_per_sample(cpu_fn)
     device, cpu = [], []
-    for _ in range(repeat):
-        device.append(seconds_per_call(device_fn, inner, torch.openreg.synchronize))
-        cpu.append(seconds_per_call(cpu_fn, inner, lambda: None))
+    for pair in range(repeat):
+        sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, lambda: None)]
+        for samples, fn, finish in sides if pair % 2 == 0 else reversed(sides):
+            samples.append(seconds_per_call(fn, inner, finish))
     ratio = statistics.median(d / c for d, c in zip(device, cpu, strict=True))
     return statistics.median(device), statistics.median(cpu), ratio
 
