@@ -98,6 +98,22 @@ def test_shapes_that_alternate_each_keep_what_they_learned():
     assert counts == {"in_place": 2, "copied": 0}
 
 
+def test_a_result_laid_out_unlike_its_output_is_copied_and_the_output_no_longer_lent():
+    # float64 conv3d of a channels_last_3d input: openreg allocates a
+    # channels-last output, the CPU's slow 3D path returns a contiguous result.
+    image = torch.randn(1, 8, 16, 16, 16, dtype=torch.float64).contiguous(memory_format=torch.channels_last_3d)
+    kernel = torch.randn(8, 8, 1, 1, 1, dtype=torch.float64)
+    expected = F.conv3d(image, kernel)
+    device_image, device_kernel = image.to("openreg"), kernel.to("openreg")
+    for call in range(3):
+        lent_before = _C._scratch_stats()["lent_count"]
+        result, counts = counts_during(lambda: F.conv3d(device_image, device_kernel))
+        torch.testing.assert_close(result.cpu(), expected, rtol=0, atol=0)
+        assert counts == {"in_place": 0, "copied": 1}
+        if call > 0:  # learned: lending this output cannot save the copy
+            assert _C._scratch_stats()["lent_count"] == lent_before
+
+
 def test_lent_device_memory_never_enters_the_scratch_cache():
     input_shape, weight_shape, padding = CONVOLUTIONS["1x1"]
     image, kernel = operands(input_shape, weight_shape)
@@ -106,8 +122,10 @@ def test_lent_device_memory_never_enters_the_scratch_cache():
     baseline = torch.openreg.memory_allocated()
     results = [F.conv2d(device_image, device_kernel, padding=padding) for _ in range(8)]
     torch.openreg.synchronize()
-    assert _C._scratch_stats()["lent_count"] > 0
-    assert _C._scratch_stats()["in_use_bytes"] == 0  # lent blocks were given back, not kept
+    stats = _C._scratch_stats()
+    assert stats["lent_count"] > 0
+    assert stats["lent_in_use_count"] == 0  # every lent block was given back at its kernel's end
+    assert stats["in_use_bytes"] == 0
     # Freeing the cache frees its blocks with the C library: a device block
     # among them would crash here.
     torch.openreg.empty_cache()

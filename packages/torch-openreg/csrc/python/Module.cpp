@@ -126,6 +126,7 @@ PYBIND11_MODULE(_C, m) {
     out["allocation_count"] = s.allocationCount;
     out["reuse_count"] = s.reuseCount;
     out["lent_count"] = s.lentCount;
+    out["lent_in_use_count"] = s.lentInUseCount;
     return out;
   });
   m.def("_results_in_place_counts", [] {

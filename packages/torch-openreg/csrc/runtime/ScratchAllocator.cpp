@@ -27,9 +27,10 @@
 // Which allocation of that size becomes the result is the kernel's affair:
 // oneDNN computes a convolution in its own blocked layout first, often of
 // the same size, then reorders it into the plain result. So the launch site
-// learns, per call shape, how many same-sized allocations to pass over
-// (LendingPlan). Matching by size is safe whatever happens: a temporary
-// that takes the block is dead by the time the real result is copied over it.
+// learns, per call, how many same-sized allocations to pass over, or not to
+// lend at all (LendingPlan). A wrong guess costs a copy, never a result: a
+// temporary that takes the block is dead by the time the real result is
+// copied over it (the contract of computeInto).
 // LITERALINCLUDE END: RESULTS_IN_PLACE_NOTE
 #include "runtime/ScratchAllocator.h"
 
@@ -63,8 +64,8 @@ class ScratchAllocator final : public c10::Allocator {
   explicit ScratchAllocator(c10::Allocator* previous)
       : previous_(previous), previousDeleter_(previous->raw_deleter()) {}
 
-  // Thread-safe. A block may be freed on any thread: a kernel's result can
-  // outlive the kernel.
+  // Thread-safe. A cached block may be freed on any thread: a kernel's
+  // result can outlive the kernel (a lent block must not, see LendingScope).
   c10::DataPtr allocate(size_t bytes) override {
     if (!inKernel || bytes < kSmallestCachedBytes) return previous_->allocate(bytes);
     if (lending == nullptr) {
@@ -88,7 +89,7 @@ class ScratchAllocator final : public c10::Allocator {
 
   ScratchStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return {inUseBytes_, cachedBytes_, allocationCount_, reuseCount_, lentCount_};
+    return {inUseBytes_, cachedBytes_, allocationCount_, reuseCount_, lentCount_, lent_.size()};
   }
 
   void emptyCache() {

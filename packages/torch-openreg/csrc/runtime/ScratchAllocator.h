@@ -68,6 +68,7 @@ struct ScratchStats {
   size_t allocationCount;  // blocks taken from the C library
   size_t reuseCount;       // allocations served from the cache
   size_t lentCount;        // allocations served from a LendingScope's device memory
+  size_t lentInUseCount;   // of those, not yet freed (0 between kernels, or a kernel broke the contract)
 };
 ScratchStats scratchStats();
 

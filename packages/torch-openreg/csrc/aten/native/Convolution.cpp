@@ -36,9 +36,22 @@ at::Tensor emptyIf(bool wanted, at::IntArrayRef sizes, const at::Tensor& like, c
 }
 
 // The CPU convolution has no out= form: where its results are allocated in
-// the outputs' memory, learned per shape (computeInto), no copy is needed.
-LendingPlan forwardPlan;
-LendingPlan backwardPlan;
+// the outputs' memory, learned per call (computeInto), no copy is needed.
+// Never destroyed: stream workers may run a convolution while the process exits.
+LendingPlan& forwardPlan = *new LendingPlan();
+LendingPlan& backwardPlan = *new LendingPlan();
+
+// A convolution's arguments besides its tensors, for a LendingPlan's key.
+c10::SmallVector<int64_t, 16> planArguments(const Dims& s, const Dims& p, const Dims& d, const Dims& o,
+                                            bool transposed, int64_t groups, std::array<bool, 3> outputMask = {}) {
+  c10::SmallVector<int64_t, 16> arguments;
+  for (const Dims* values : {&s, &p, &d, &o}) arguments.append(values->begin(), values->end());
+  for (int64_t flag : {int64_t{transposed}, groups, int64_t{outputMask[0]}, int64_t{outputMask[1]},
+                       int64_t{outputMask[2]}}) {
+    arguments.push_back(flag);
+  }
+  return arguments;
+}
 
 }  // namespace
 
@@ -60,7 +73,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   launchOnViews("convolution", input.device().index(), std::move(operands), [=](std::vector<at::Tensor>& v) {
     std::optional<at::Tensor> b = v.size() > 3 ? std::optional<at::Tensor>(v[3]) : std::nullopt;
     // LITERALINCLUDE START: CONVOLUTION_COMPUTE_INTO
-    computeInto(forwardPlan, v, v[0], [&] {
+    computeInto(forwardPlan, v, planArguments(s, p, d, o, transposed, groups), v[0], [&] {
       return std::vector<at::Tensor>{at::convolution(v[1], v[2], b, s, p, d, transposed, o, groups)};
     });
     // LITERALINCLUDE END: CONVOLUTION_COMPUTE_INTO
@@ -92,7 +105,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     for (size_t i = 0, next = 3; i < 3; ++i) {
       if (wanted[i]) outputs[i] = v[next++];
     }
-    computeInto(backwardPlan, v, outputs, [&] {
+    computeInto(backwardPlan, v, planArguments(s, p, d, o, transposed, groups, outputMask), outputs, [&] {
       auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,
                                             groups, outputMask);
       return std::vector<at::Tensor>{std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};

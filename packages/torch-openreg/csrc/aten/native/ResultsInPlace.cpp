@@ -3,9 +3,11 @@
 #include "aten/native/ResultsInPlace.h"
 
 #include <ATen/ops/empty_like.h>
+#include <c10/core/alignment.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "aten/native/Launch.h"
 
@@ -18,50 +20,70 @@ bool sameView(const at::Tensor& a, const at::Tensor& b) {
          a.scalar_type() == b.scalar_type() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
 }
 
-const void* storageStart(const at::Tensor& t) { return t.defined() && t.has_storage() ? t.storage().data() : nullptr; }
-
-bool livesInTakenBlock(const at::Tensor& t, const LentOutputs& lent) {
-  const void* start = storageStart(t);
-  return std::any_of(lent.blocks.begin(), lent.blocks.end(),
-                     [&](const LentOutputs::Block& b) { return b.taken && b.data == start; });
+// Whether t's memory overlaps a block that an allocation took.
+bool overlapsTakenBlock(const at::Tensor& t, const LentOutputs& lent) {
+  if (!t.defined() || !t.has_storage() || t.storage().data() == nullptr) return false;
+  auto start = reinterpret_cast<uintptr_t>(t.storage().data());
+  uintptr_t end = start + t.storage().nbytes();
+  return std::any_of(lent.blocks.begin(), lent.blocks.end(), [&](const LentOutputs::Block& b) {
+    auto blockStart = reinterpret_cast<uintptr_t>(b.data);
+    return b.taken && start < blockStart + b.bytes && blockStart < end;
+  });
 }
 
-// What the operands' shapes are, as raw bytes: dtype, sizes and strides.
-std::string shapeKey(c10::ArrayRef<at::Tensor> operands) {
-  std::string key;
-  auto append = [&](c10::IntArrayRef values) {
-    int64_t count = static_cast<int64_t>(values.size());
-    key.append(reinterpret_cast<const char*>(&count), sizeof(count));
-    key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-  };
-  for (const at::Tensor& t : operands) {
-    key += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
-    if (!t.defined()) continue;
-    append(t.sizes());
-    append(t.strides());
-  }
-  return key;
+const void* storageStart(const at::Tensor& t) {
+  return t.defined() && t.has_storage() ? t.storage().data() : nullptr;
 }
+
+// Whether result, allocated at the start of output's memory, would be output.
+bool wouldBeInPlace(const at::Tensor& result, const at::Tensor& output) {
+  return result.storage_offset() == 0 && result.sizes() == output.sizes() && result.strides() == output.strides() &&
+         result.scalar_type() == output.scalar_type() && result.is_conj() == output.is_conj() &&
+         result.is_neg() == output.is_neg();
+}
+
+// A skip no allocation matches: the output is not lent.
+constexpr int kNeverLend = -1;
 
 std::atomic<int64_t> inPlace{0};
 std::atomic<int64_t> copied{0};
 
 }  // namespace
 
-LentOutputs LendingPlan::offer(c10::ArrayRef<at::Tensor> operands, c10::ArrayRef<at::Tensor> outputs) {
+std::string LendingPlan::keyOf(c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments) {
+  std::string key;
+  auto append = [&](c10::IntArrayRef values) {
+    int64_t count = static_cast<int64_t>(values.size());
+    key.append(reinterpret_cast<const char*>(&count), sizeof(count));
+    key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  };
+  for (const at::Tensor& t : tensors) {
+    key += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
+    if (!t.defined()) continue;
+    append(t.sizes());
+    append(t.strides());
+  }
+  append(arguments);
+  return key;
+}
+
+LentOutputs LendingPlan::offer(const std::string& key, c10::ArrayRef<at::Tensor> outputs) {
   LentOutputs lent;
   lent.blocks.resize(outputs.size());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto known = skips_.find(shapeKey(operands));
-    if (known != skips_.end()) {
+    auto known = skips_.find(key);
+    if (known != skips_.end() && known->second.size() == outputs.size()) {
       for (size_t i = 0; i < outputs.size(); ++i) lent.blocks[i].skip = known->second[i];
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& t = outputs[i];
-    // Dense: its elements fill [data_ptr, data_ptr + nbytes) exactly, nothing else does.
-    if (t.defined() && t.numel() != 0 && t.is_non_overlapping_and_dense()) {
+    // Dense: its elements fill [data_ptr, data_ptr + nbytes) exactly, nothing
+    // else does. Aligned: CPU kernels may count on c10's allocation alignment.
+    bool lendable = t.defined() && t.numel() != 0 && t.is_non_overlapping_and_dense() &&
+                    reinterpret_cast<uintptr_t>(t.data_ptr()) % c10::gAlignment == 0;
+    if (lendable) {
       lent.blocks[i].data = t.data_ptr();
       lent.blocks[i].bytes = t.nbytes();
     }
@@ -69,21 +91,22 @@ LentOutputs LendingPlan::offer(c10::ArrayRef<at::Tensor> operands, c10::ArrayRef
   return lent;
 }
 
-void LendingPlan::learn(c10::ArrayRef<at::Tensor> operands, const LentOutputs& lent,
+void LendingPlan::learn(const std::string& key, const LentOutputs& lent, c10::ArrayRef<at::Tensor> outputs,
                         c10::ArrayRef<at::Tensor> results) {
   c10::SmallVector<int, 4> skips;
   bool changed = false;
   for (size_t i = 0; i < lent.blocks.size(); ++i) {
     const LentOutputs::Block& block = lent.blocks[i];
     int index = block.bytes == 0 ? -1 : lent.indexOf(block.bytes, storageStart(results[i]));
-    // -1: the result was no allocation of its output's size (a view, a
-    // scalar): nothing to learn.
-    skips.push_back(index < 0 ? block.skip : index);
-    changed |= skips.back() != block.skip;
+    int skip = block.skip;  // kept unless the result was an allocation of its output's size
+    if (index >= 0) skip = wouldBeInPlace(results[i], outputs[i]) ? index : kNeverLend;
+    skips.push_back(skip);
+    changed |= skip != block.skip;
   }
   if (!changed) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  skips_[shapeKey(operands)] = skips;
+  if (skips_.size() >= kMostKeys) skips_.clear();
+  skips_[key] = skips;
 }
 
 void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& results, const LentOutputs& lent) {
@@ -95,7 +118,7 @@ void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& re
     if (skipped || sameView(result, output)) {
       if (!skipped) ++inPlace;
       result = at::Tensor();  // nothing to store
-    } else if (livesInTakenBlock(result, lent)) {
+    } else if (overlapsTakenBlock(result, lent)) {
       // In the memory of some output, maybe not its own: moved out before
       // any output is written, so no store overwrites a result not yet stored.
       result = result.clone();
@@ -111,10 +134,15 @@ void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& re
 ResultsInPlaceCounts resultsInPlaceCounts() { return {inPlace.load(), copied.load()}; }
 
 void computeIntoForTesting(c10::ArrayRef<at::Tensor> outputs, std::vector<int64_t> order) {
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    TORCH_CHECK(sorted[i] == static_cast<int64_t>(i), "order must list each output once");
+  }
   TORCH_CHECK(order.size() == outputs.size(), "one position per output");
   launchOnStream("compute_into_for_testing", outputs, [order](std::vector<at::Tensor>& v) {
     LendingPlan plan;
-    computeInto(plan, v, v, [&] {
+    computeInto(plan, v, {}, v, [&] {
       std::vector<at::Tensor> results(v.size());
       for (int64_t i : order) results.at(i) = at::empty_like(v[i]).fill_(static_cast<double>(i + 1));
       return results;

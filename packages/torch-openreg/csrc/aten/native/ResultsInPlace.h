@@ -23,15 +23,21 @@ namespace torch_openreg {
 // launch site, shared by the workers of every stream.
 class LendingPlan {
  public:
-  // A block per output (not on offer: undefined or not dense), with the
-  // skips learned for operands' shapes.
-  LentOutputs offer(c10::ArrayRef<at::Tensor> operands, c10::ArrayRef<at::Tensor> outputs);
-  // Records which allocation of its size each result was, for the next call.
-  void learn(c10::ArrayRef<at::Tensor> operands, const LentOutputs& lent, c10::ArrayRef<at::Tensor> results);
+  // What a plan knows a call by: the dtypes, sizes and strides of tensors
+  // (operands and outputs) and the call's other arguments, as raw bytes.
+  static std::string keyOf(c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments);
+  // A block per output (not on offer: undefined, not dense, or not aligned
+  // as the CPU allocator aligns), with the skips learned under key.
+  LentOutputs offer(const std::string& key, c10::ArrayRef<at::Tensor> outputs);
+  // Records which allocation of its size each result was, if that result
+  // would then be in place; else that its output is not to be lent.
+  void learn(const std::string& key, const LentOutputs& lent, c10::ArrayRef<at::Tensor> outputs,
+             c10::ArrayRef<at::Tensor> results);
 
  private:
+  static constexpr size_t kMostKeys = 4096;  // then start again: dynamic shapes must not grow it forever
   std::mutex mutex_;
-  std::unordered_map<std::string, c10::SmallVector<int, 4>> skips_;  // by shapeKey
+  std::unordered_map<std::string, c10::SmallVector<int, 4>> skips_;
 };
 
 // Kernel only: leaves results[i] in outputs[i], copying unless the CPU
@@ -41,20 +47,26 @@ class LendingPlan {
 void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& results, const LentOutputs& lent);
 
 // LITERALINCLUDE START: COMPUTE_INTO
-// Kernel only: calls compute(), a functional CPU kernel on (views of)
-// operands returning one result per output (std::vector<at::Tensor>), and
-// leaves each result in its output, allocated there in the first place
-// where plan knows how.
+// Kernel only: calls compute(), a functional CPU kernel returning one result
+// per output (std::vector<at::Tensor>), and leaves each result in its
+// output, allocated there in the first place where plan knows how. The
+// call is known to plan by keyOf(tensors, arguments).
+// Contract: outputs are fresh device tensors, overlapping neither the
+// operands nor each other, and compute keeps no tensor alive beyond its
+// return but its results. Then a wrong guess of the plan costs a copy,
+// never a wrong result.
 template <typename Compute>
-void computeInto(LendingPlan& plan, c10::ArrayRef<at::Tensor> operands, c10::ArrayRef<at::Tensor> outputs,
-                 Compute compute) {
-  LentOutputs lent = plan.offer(operands, outputs);
+void computeInto(LendingPlan& plan, c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments,
+                 c10::ArrayRef<at::Tensor> outputs, Compute compute) {
+  std::string key = LendingPlan::keyOf(tensors, arguments);
+  LentOutputs lent = plan.offer(key, outputs);
   std::vector<at::Tensor> results;
   {
     LendingScope lending(lent);
     results = compute();
   }
-  plan.learn(operands, lent, results);
+  TORCH_INTERNAL_ASSERT(results.size() == outputs.size(), "one result per output");
+  plan.learn(key, lent, outputs, results);
   storeResults(outputs, results, lent);
 }
 // LITERALINCLUDE END: COMPUTE_INTO
