@@ -8,8 +8,9 @@ work on the CPU, and the median ratio of paired samples. openreg is timed
 as a device is used: a batch of calls is queued, then one synchronisation
 waits for all of them, and the total is divided by the number of calls; a
 batch lasts about 5 ms, or five training steps. openreg and CPU samples come
-in pairs, 21 of each. Also prints how many operator calls ran natively and
-how many fell back to the CPU.
+in pairs, 21 of each, one pair of every operator of a size (or every model)
+per round. Also prints how many operator calls ran natively and how many
+fell back to the CPU.
 
 The CPU anchor runs at its best: the script restarts itself with the C
 library's malloc told to keep freed memory (GLIBC_TUNABLES below). With the
@@ -60,8 +61,9 @@ def calls_per_sample(cpu_fn, seconds: float = 0.005) -> int:
     return max(5, min(5000, round(seconds / per_call)))
 
 
-def compare(device_fn, cpu_fn, inner: int | None = None, repeat: int = 21) -> tuple[float, float, float]:
-    """Median seconds per call on openreg and on the CPU, and their ratio.
+def compare(cases: dict, inner: int | None = None, rounds: int = 21) -> dict:
+    """For each case name -> (openreg fn, CPU fn): the median seconds per call
+    on openreg and on the CPU, and their ratio.
 
     The samples come in pairs, one openreg and one CPU, so that both sides
     see the same machine: on a shared VM the speed of the CPU drifts by tens
@@ -69,18 +71,28 @@ def compare(device_fn, cpu_fn, inner: int | None = None, repeat: int = 21) -> tu
     So the ratio is the median of each openreg sample over the CPU sample
     of its pair, not the ratio of two medians that may each come from a
     different phase of the drift. Which side goes first alternates from one
-    pair to the next, so a drift within a pair favours neither side.
+    pair to the next, so a drift within a pair favours neither side. And
+    each round takes one pair of every case, so a slow phase of a few
+    seconds spoils a few pairs of each case, which the median then ignores,
+    rather than every pair of one case.
     """
-    device_fn(), cpu_fn()
-    torch.openreg.synchronize()
-    inner = inner or calls_per_sample(cpu_fn)
-    device, cpu = [], []
-    for pair in range(repeat):
-        sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, lambda: None)]
-        for samples, fn, finish in sides if pair % 2 == 0 else reversed(sides):
-            samples.append(seconds_per_call(fn, inner, finish))
-    ratio = statistics.median(d / c for d, c in zip(device, cpu, strict=True))
-    return statistics.median(device), statistics.median(cpu), ratio
+    calls, samples = {}, {}
+    for name, (device_fn, cpu_fn) in cases.items():
+        device_fn(), cpu_fn()
+        torch.openreg.synchronize()
+        calls[name] = inner or calls_per_sample(cpu_fn)
+        samples[name] = ([], [])
+    for pair in range(rounds):
+        for name, (device_fn, cpu_fn) in cases.items():
+            device, cpu = samples[name]
+            sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, lambda: None)]
+            for taken, fn, finish in sides if pair % 2 == 0 else reversed(sides):
+                taken.append(seconds_per_call(fn, calls[name], finish))
+    results = {}
+    for name, (device, cpu) in samples.items():
+        ratio = statistics.median(d / c for d, c in zip(device, cpu, strict=True))
+        results[name] = (statistics.median(device), statistics.median(cpu), ratio)
+    return results
 
 
 def operand(shape, device):
@@ -152,15 +164,15 @@ def main() -> None:
     print(f"{'operator':<10}{'size':>6}{'openreg us':>14}{'cpu us':>12}{'ratio':>8}   target")
     for size, target in (("1", 1.5), ("1K", None), ("1M", 1.05)):
         cpu_cases, device_cases = op_cases(size, "cpu"), op_cases(size, "openreg")
-        for name in cpu_cases:
-            device_time, cpu_time, ratio = compare(device_cases[name], cpu_cases[name])
+        results = compare({name: (device_cases[name], cpu_cases[name]) for name in cpu_cases})
+        for name, (device_time, cpu_time, ratio) in results.items():
             goal = f"<= {target}" if target else ""
             print(f"{name:<10}{size:>6}{device_time * 1e6:14.1f}{cpu_time * 1e6:12.1f}"
                   f"{ratio:8.2f}   {goal}")
     print()
-    for name, (build, make_batch) in MODELS.items():
-        device_time, cpu_time, ratio = compare(training_step(build, make_batch, "openreg"),
-                                        training_step(build, make_batch, "cpu"), inner=5)
+    steps = {name: (training_step(build, make_batch, "openreg"), training_step(build, make_batch, "cpu"))
+             for name, (build, make_batch) in MODELS.items()}
+    for name, (device_time, cpu_time, ratio) in compare(steps, inner=5).items():
         print(f"training step {name:<12} openreg {device_time * 1e3:8.2f} ms   cpu {cpu_time * 1e3:8.2f} ms"
               f"   ratio {ratio:5.2f}   (target <= 1.15)")
     executor = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
