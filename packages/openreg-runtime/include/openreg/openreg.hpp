@@ -54,30 +54,45 @@ namespace detail {
 // destroys it. If the worker also freed the memory, every launch would make
 // the two threads take turns on the C library allocator's lock for the
 // launching thread's heap. So the worker only destroys the closure and hands
-// the memory back; the next launch frees it on the launching side.
+// the memory back; the next launch reuses or frees it on the launching side.
 // Closures (and the list's head) take whole cache lines: a line shared by a
 // closure the worker is running and one the host is building would bounce
 // between the two cores on every write.
 constexpr size_t kCacheLine = 64;
 
+// A launch usually finds the closure memory of an earlier launch of the
+// same kernel retired, and reuses it rather than freeing it and allocating
+// again (an aligned allocation takes the C library's slow path).
 struct RetiredClosure {
   RetiredClosure* next;
+  size_t lines;
 };
 alignas(kCacheLine) inline std::atomic<RetiredClosure*> retiredClosures{nullptr};
 
+inline size_t closureLines(size_t size) {
+  return (std::max(size, sizeof(RetiredClosure)) + kCacheLine - 1) / kCacheLine;
+}
+
 inline void* allocateClosure(size_t size) {
+  size_t lines = closureLines(size);
+  void* reused = nullptr;
   RetiredClosure* retired = retiredClosures.exchange(nullptr, std::memory_order_acquire);
   while (retired != nullptr) {
     RetiredClosure* next = retired->next;
-    ::operator delete(retired, std::align_val_t{kCacheLine});
+    if (reused == nullptr && retired->lines == lines) {
+      reused = retired;
+    } else {
+      ::operator delete(retired, std::align_val_t{kCacheLine});
+    }
     retired = next;
   }
-  size_t lines = (std::max(size, sizeof(RetiredClosure)) + kCacheLine - 1) / kCacheLine;
+  if (reused != nullptr) return reused;
   return ::operator new(lines * kCacheLine, std::align_val_t{kCacheLine}, std::nothrow);
 }
 
-inline void retireClosure(void* memory) {
-  auto* retired = new (memory) RetiredClosure{retiredClosures.load(std::memory_order_relaxed)};
+// size: what the closure was allocated for.
+inline void retireClosure(void* memory, size_t size) {
+  auto* retired = new (memory) RetiredClosure{retiredClosures.load(std::memory_order_relaxed), closureLines(size)};
   while (!retiredClosures.compare_exchange_weak(retired->next, retired, std::memory_order_release,
                                                 std::memory_order_relaxed)) {
   }
@@ -86,18 +101,20 @@ inline void retireClosure(void* memory) {
 }  // namespace detail
 
 // LITERALINCLUDE START: OR_LAUNCH_CALLABLE
-// Queues fn() as a kernel named name on stream. fn may return void or
+// Queues a Callable, constructed from args where the kernel's closure lives,
+// as a kernel named name on stream. Callable() may return void or
 // orError_t; an exception it throws fails the kernel with its what() as the
-// message, the way a device-side assertion fails a CUDA kernel.
-template <typename F>
-orError_t launch(orStream_t stream, const char* name, F&& fn) {
-  using Callable = std::decay_t<F>;
+// message, the way a device-side assertion fails a CUDA kernel. Building
+// the callable in place spares a move of it: for a closure holding inline
+// arrays (tensor shapes), each move is a copy.
+template <typename Callable, typename... Args>
+orError_t launchInPlace(orStream_t stream, const char* name, Args&&... args) {
   static_assert(alignof(Callable) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned kernel closure");
   void* block = detail::allocateClosure(sizeof(Callable));
   if (block == nullptr) return orErrorMemoryAllocation;
   Callable* owned = nullptr;
   try {
-    owned = new (block) Callable(std::forward<F>(fn));
+    owned = new (block) Callable(std::forward<Args>(args)...);
   } catch (...) {
     ::operator delete(block, std::align_val_t{detail::kCacheLine});  // what a plain new would have done
     throw;
@@ -120,9 +137,15 @@ orError_t launch(orStream_t stream, const char* name, F&& fn) {
   };
   auto release = [](void* data) {
     static_cast<Callable*>(data)->~Callable();
-    detail::retireClosure(data);
+    detail::retireClosure(data, sizeof(Callable));
   };
   return orLaunchKernelWithRelease(stream, run, release, owned, name);
+}
+
+// Queues fn() as a kernel named name on stream, as launchInPlace does.
+template <typename F>
+orError_t launch(orStream_t stream, const char* name, F&& fn) {
+  return launchInPlace<std::decay_t<F>>(stream, name, std::forward<F>(fn));
 }
 // LITERALINCLUDE END: OR_LAUNCH_CALLABLE
 

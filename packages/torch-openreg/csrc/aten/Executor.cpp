@@ -145,7 +145,7 @@ class KernelArguments {
       template_.push_back(mapTensors(arg, [&](const at::Tensor& t) {
         placeholder_.push_back(isOpenReg(t));
         if (isOpenReg(t)) {
-          views_.push_back(describe(t));
+          describeInto(views_.emplace_back(), t);
           return at::Tensor();
         }
         if (!t.defined() || !t.device().is_cpu()) return t;
@@ -592,7 +592,7 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& i
       if (!m.defined()) return m;
       at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
                                          m.options().device(c10::DeviceType::PrivateUse1, device));
-      fresh.push_back(describe(out));
+      describeInto(fresh.emplace_back(), out);
       return out;
     }));
     // The kernel sees where the outputs are, never the tensors themselves:

@@ -86,7 +86,7 @@ at::Tensor launchWithNewOutput(const char* name, c10::IntArrayRef outSizes, Kern
   at::Tensor out = native::empty(outSizes, first.scalar_type(), std::nullopt, first.device(), std::nullopt,
                                  std::nullopt);
   // Described in place: copying a tensor that Python holds would take the GIL twice.
-  launchOnViews(name, out.device().index(), describeAll(out, first, rest...), std::move(kernel));
+  launchOnTensors(name, out.device().index(), std::move(kernel), out, first, rest...);
   return out;
 }
 // LITERALINCLUDE END: HOST_FAST_PATH

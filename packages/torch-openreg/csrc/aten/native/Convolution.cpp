@@ -68,7 +68,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                  : at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
   at::Tensor output = at::empty(outputSizes, input.options(), layoutOf(input, weight));
   c10::SmallVector<DeviceView, 4> operands = describeAll(output, input, weight);
-  if (hasBias) operands.push_back(describe(*bias));
+  if (hasBias) describeInto(operands.emplace_back(), *bias);
   Dims s(stride), p(padding), d(dilation), o(outputPadding);
   launchOnViews("convolution", input.device().index(), std::move(operands), [=](std::vector<at::Tensor>& v) {
     std::optional<at::Tensor> b = v.size() > 3 ? std::optional<at::Tensor>(v[3]) : std::nullopt;
@@ -96,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   c10::SmallVector<DeviceView, 4> operands = describeAll(gradOutput, input, weight);
   std::array<bool, 3> wanted{gradInput.defined(), gradWeight.defined(), gradBias.defined()};
   for (const at::Tensor* g : {&gradInput, &gradWeight, &gradBias}) {
-    if (g->defined()) operands.push_back(describe(*g));
+    if (g->defined()) describeInto(operands.emplace_back(), *g);
   }
   Dims s(stride), p(padding), d(dilation), o(outputPadding);
   launchOnViews("convolution_backward", input.device().index(), std::move(operands),

@@ -20,11 +20,16 @@ size_t spanBytes(const at::Tensor& t) {
 
 }  // namespace
 
-DeviceView describe(const at::Tensor& t) {
-  return {t.data_ptr(), c10::SmallVector<int64_t, 5>(t.sizes().begin(), t.sizes().end()),
-          c10::SmallVector<int64_t, 5>(t.strides().begin(), t.strides().end()), t.scalar_type(), spanBytes(t),
-          t.is_conj(), t.is_neg()};
+void describeInto(DeviceView& view, const at::Tensor& t) {
+  view.data = t.data_ptr();
+  view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  view.strides.assign(t.strides().begin(), t.strides().end());
+  view.dtype = t.scalar_type();
+  view.span = spanBytes(t);
+  view.conj = t.is_conj();
+  view.neg = t.is_neg();
 }
+
 
 at::Tensor cpuView(const DeviceView& view) {
   void* host = view.span == 0 ? nullptr : openreg::translate(static_cast<char*>(view.data), view.span);
