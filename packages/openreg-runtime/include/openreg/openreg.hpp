@@ -60,14 +60,17 @@ namespace detail {
 // between the two cores on every write.
 constexpr size_t kCacheLine = 64;
 
-// A launch usually finds the closure memory of an earlier launch of the
-// same kernel retired, and reuses it rather than freeing it and allocating
-// again (an aligned allocation takes the C library's slow path).
+// A launch reuses a retired block with as many cache lines as it needs
+// (any kernel's, retired by any stream's worker) rather than freeing it and
+// allocating again: an aligned allocation takes the C library's slow path.
+// Blocks of other sizes are freed.
 struct RetiredClosure {
   RetiredClosure* next;
   size_t lines;
 };
-alignas(kCacheLine) inline std::atomic<RetiredClosure*> retiredClosures{nullptr};
+// The list's name changes with RetiredClosure's layout: a module built
+// against another version of this header must not share the list.
+alignas(kCacheLine) inline std::atomic<RetiredClosure*> retiredClosureBlocks{nullptr};
 
 inline size_t closureLines(size_t size) {
   return (std::max(size, sizeof(RetiredClosure)) + kCacheLine - 1) / kCacheLine;
@@ -76,7 +79,7 @@ inline size_t closureLines(size_t size) {
 inline void* allocateClosure(size_t size) {
   size_t lines = closureLines(size);
   void* reused = nullptr;
-  RetiredClosure* retired = retiredClosures.exchange(nullptr, std::memory_order_acquire);
+  RetiredClosure* retired = retiredClosureBlocks.exchange(nullptr, std::memory_order_acquire);
   while (retired != nullptr) {
     RetiredClosure* next = retired->next;
     if (reused == nullptr && retired->lines == lines) {
@@ -92,8 +95,8 @@ inline void* allocateClosure(size_t size) {
 
 // size: what the closure was allocated for.
 inline void retireClosure(void* memory, size_t size) {
-  auto* retired = new (memory) RetiredClosure{retiredClosures.load(std::memory_order_relaxed), closureLines(size)};
-  while (!retiredClosures.compare_exchange_weak(retired->next, retired, std::memory_order_release,
+  auto* retired = new (memory) RetiredClosure{retiredClosureBlocks.load(std::memory_order_relaxed), closureLines(size)};
+  while (!retiredClosureBlocks.compare_exchange_weak(retired->next, retired, std::memory_order_release,
                                                 std::memory_order_relaxed)) {
   }
 }
@@ -116,7 +119,7 @@ orError_t launchInPlace(orStream_t stream, const char* name, Args&&... args) {
   try {
     owned = new (block) Callable(std::forward<Args>(args)...);
   } catch (...) {
-    ::operator delete(block, std::align_val_t{detail::kCacheLine});  // what a plain new would have done
+    ::operator delete(block, std::align_val_t{detail::kCacheLine});  // fresh or reused, it is ours alone
     throw;
   }
   auto run = [](void* data) -> orError_t {

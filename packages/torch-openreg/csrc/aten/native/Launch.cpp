@@ -30,7 +30,6 @@ void describeInto(DeviceView& view, const at::Tensor& t) {
   view.neg = t.is_neg();
 }
 
-
 at::Tensor cpuView(const DeviceView& view) {
   void* host = view.span == 0 ? nullptr : openreg::translate(static_cast<char*>(view.data), view.span);
   at::Tensor cpu = at::from_blob(host, view.sizes, view.strides,

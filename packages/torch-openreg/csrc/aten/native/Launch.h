@@ -30,9 +30,9 @@ using CpuKernel = std::function<void(std::vector<at::Tensor>& views)>;
 
 // What a kernel needs to rebuild a CPU view of a device tensor: plain
 // values, taken at launch, so the tensor may change or go away before the
-// kernel runs.
-// Its sizes and strides are inline, so moving one copies them: the launch
-// path describes each tensor where its kernel keeps it (describeInto).
+// kernel runs. Its sizes and strides are inline, so moving one copies them:
+// the launch path describes each tensor where its kernel keeps it
+// (describeInto).
 struct DeviceView {
   void* data = nullptr;
   c10::SmallVector<int64_t, 5> sizes;  // inline up to 5 dimensions: no allocation per launch
@@ -93,7 +93,7 @@ struct ViewsKernel {
       : specs(std::move(described)), fn(std::move(kernel)) {}
   // Describes the tensors right here, in the kernel's closure.
   template <typename... Tensors>
-  ViewsKernel(Fn&& kernel, const Tensors&... deviceTensors) : fn(std::move(kernel)) {
+  explicit ViewsKernel(Fn&& kernel, const Tensors&... deviceTensors) : fn(std::move(kernel)) {
     (describeInto(specs.emplace_back(), deviceTensors), ...);
   }
 
@@ -114,7 +114,7 @@ struct ViewsKernel {
 // c10::Error that body throws fails the kernel with its message.
 //
 // A template rather than a std::function, like launchOnViews below: the
-// kernel is then one heap object, whose memory openreg::launch recycles
+// kernel is then one heap object, whose memory openreg::launchInPlace recycles
 // (Note [Who frees a kernel's closure]). Every further object that the host
 // allocates and the worker frees costs a lock on the C library's allocator
 // arena, which both threads contend for. The body is moved once, into that
@@ -131,7 +131,7 @@ void launchKernel(const char* name, c10::DeviceIndex device, Body&& body) {
 // descriptions are moved once, into the kernel's closure: each DeviceView
 // holds its sizes and strides inline, so a move is a copy of them.
 template <typename Fn>
-void launchOnViews(const char* name, c10::DeviceIndex device, c10::SmallVector<DeviceView, 4> specs, Fn fn) {
+void launchOnViews(const char* name, c10::DeviceIndex device, c10::SmallVector<DeviceView, 4>&& specs, Fn fn) {
   using Kernel = detail::GuardedKernel<detail::ViewsKernel<Fn>>;
   OPENREG_CHECK(openreg::launchInPlace<Kernel>(currentNativeStream(device), name, std::in_place, std::move(specs),
                                                std::move(fn)));
