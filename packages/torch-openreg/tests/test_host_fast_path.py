@@ -1,9 +1,11 @@
 """The host fast path (HostFastPath.cpp) of add, sub, mul, div, clamp_min,
-sum, softmax, log_softmax and mm: same results as the CPU whether an
-operation takes it or the general route, and the general route's errors for
-everything the fast path declines."""
+ten unary operators, sum, softmax, log_softmax and mm: same results as the
+CPU whether an operation takes it or the general route, and the general
+route's errors for everything the fast path declines."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -19,7 +21,19 @@ OPERATIONS = {
     "softmax": lambda a, b: torch.softmax(a, -1),
     "log_softmax": lambda a, b: torch.log_softmax(a, 0),
     "mm": lambda a, b: a @ b.t().contiguous(),
+    # b is positive: the domain of log, sqrt and rsqrt.
+    "neg": lambda a, b: -a,
+    "exp": lambda a, b: torch.exp(a),
+    "log": lambda a, b: torch.log(b),
+    "tanh": lambda a, b: torch.tanh(a),
+    "sigmoid": lambda a, b: torch.sigmoid(a),
+    "sqrt": lambda a, b: torch.sqrt(b),
+    "rsqrt": lambda a, b: torch.rsqrt(b),
+    "sin": lambda a, b: torch.sin(a),
+    "cos": lambda a, b: torch.cos(a),
+    "silu": lambda a, b: torch.nn.functional.silu(a),
 }
+UNARY = ["neg", "exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "sin", "cos", "silu"]
 
 
 def executor_calls(prefix: str) -> int:
@@ -52,6 +66,31 @@ def test_declined_operands_take_the_general_route(name, case):
     torch.openreg.reset_fallback_counts()  # and the executor's counts
     result = OPERATIONS[name](a.to("openreg"), b.to("openreg"))
     assert executor_calls(f"aten::{name}") == 1
+    torch.testing.assert_close(result.cpu(), OPERATIONS[name](a, b))
+
+
+# Positive: in every unary operator's domain.
+DECLINED_UNARY = {
+    "integers": lambda: torch.randint(1, 9, (3, 7)),
+    "strided": lambda: (torch.rand(7, 3) + 1).t(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLINED_UNARY))
+@pytest.mark.parametrize("name", UNARY)
+def test_declined_unary_operands_take_the_general_route(name, case):
+    a = b = DECLINED_UNARY[case]()
+    try:
+        OPERATIONS[name](a, b)
+    except NotImplementedError as refusal:  # silu has no integer kernel on the CPU
+        with pytest.raises(NotImplementedError, match=re.escape(str(refusal))):
+            OPERATIONS[name](a.to("openreg"), b.to("openreg"))
+        torch.openreg.synchronize()  # refused at the call: no sticky error
+        return
+    torch.openreg.reset_fallback_counts()  # and the executor's counts
+    result = OPERATIONS[name](a.to("openreg"), b.to("openreg"))
+    assert executor_calls(f"aten::{name}") == 1
+    assert result.dtype == OPERATIONS[name](a, b).dtype
     torch.testing.assert_close(result.cpu(), OPERATIONS[name](a, b))
 
 

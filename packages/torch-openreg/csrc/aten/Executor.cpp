@@ -24,6 +24,7 @@
 #include <shared_mutex>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "aten/Fallback.h"
 #include "aten/native/Launch.h"
@@ -432,7 +433,7 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& fun
 enum class MetaAgreement { Always, Never, InFloat32AndFloat64 };
 
 // What the executor derives once per operator from its (immutable) schema,
-// and how often it ran the operator: no string is built on the hot path.
+// how often it ran the operator, and with which dtypes.
 struct OperatorInfo {
   std::string name;   // "aten::add.out", for the counts
   std::string label;  // "aten::add", the kernel's name in errors and traces
@@ -442,6 +443,20 @@ struct OperatorInfo {
   std::optional<c10::OperatorHandle> outVariant;  // Note [Writing results straight into device memory]
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
+
+  // Whether a call with these argument dtypes (dtypeKey) has run before
+  // (Note [Dtypes a CPU kernel does not implement]).
+  bool ranWith(const std::string& dtypes) {
+    std::lock_guard<std::mutex> lock(ranMutex);
+    return ranDtypes.count(dtypes) != 0;
+  }
+  void markRanWith(const std::string& dtypes) {
+    std::lock_guard<std::mutex> lock(ranMutex);
+    ranDtypes.insert(dtypes);
+  }
+
+  std::mutex ranMutex;
+  std::unordered_set<std::string> ranDtypes;  // dtypeKey()s
 };
 
 // Operators whose Meta kernel promises results that their CPU kernel does
@@ -696,6 +711,37 @@ bool holdsScalars(const c10::TypePtr& type) {
   return false;
 }
 
+// LITERALINCLUDE START: EXECUTOR_DTYPES_CHECKED
+// Note [Dtypes a CPU kernel does not implement]
+// A CPU kernel picks its loop by dtype when it runs (AT_DISPATCH), and
+// refuses a dtype it has no loop for: `F.silu` of an integer tensor. The
+// Meta kernel does not know that. CUDA refuses at the call, since its
+// dtype dispatch runs on the host before the launch; queued on openreg, the
+// refusal would be a sticky device error. So the first call of an operator
+// with each combination of argument dtypes runs synchronously (counted as
+// "sync"), and a refusal is the caller's error, raised at the call with the
+// CPU's message; once a combination has run, its calls are queued.
+bool isDtypeArgument(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  if (type->kind() == c10::TypeKind::ScalarTypeType) return true;
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
+}
+
+// The dtypes of a call's tensors, in order, and its dtype= arguments.
+std::string dtypeKey(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  std::string key;
+  for (size_t i = 0; i < args.size(); ++i) {
+    mapTensors(args[i], [&](const at::Tensor& t) {
+      key += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
+      return t;
+    });
+    if (isDtypeArgument(schema.arguments()[i])) key += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';
+  }
+  return key;
+}
+// LITERALINCLUDE END: EXECUTOR_DTYPES_CHECKED
+
 // dtypes: those of the non-bool tensor operands.
 bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                        c10::ArrayRef<at::ScalarType> dtypes) {
@@ -737,11 +783,11 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   const auto& schema = op.schema();
   auto args = torch::jit::last(*stack, schema.arguments().size());
   std::optional<c10::DeviceIndex> device;
-  c10::SmallVector<at::ScalarType, 4> dtypes;  // for kernelMightRefuse
+  c10::SmallVector<at::ScalarType, 4> operandDtypes;  // for kernelMightRefuse
   for (const c10::IValue& arg : args) {
     mapTensors(arg, [&](const at::Tensor& t) {
       if (!device.has_value() && isOpenReg(t)) device = t.device().index();
-      if (t.defined() && t.scalar_type() != at::kBool) dtypes.push_back(t.scalar_type());
+      if (t.defined() && t.scalar_type() != at::kBool) operandDtypes.push_back(t.scalar_type());
       return t;
     });
   }
@@ -756,11 +802,14 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
-  bool async = inferred && !kernelMightRefuse(schema, args, dtypes);  // Note [Arguments a queued kernel could refuse]
+  std::string dtypes = dtypeKey(schema, args);
+  bool ranBefore = info.ranWith(dtypes);  // Note [Dtypes a CPU kernel does not implement]
+  bool async = inferred && ranBefore && !kernelMightRefuse(schema, args, operandDtypes);
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {
-    runSync(op, stack, info, *device);
+    runSync(op, stack, info, *device);  // raises the CPU kernel's refusal, if any
+    if (!ranBefore) info.markRanWith(dtypes);
   }
   ++(async ? info.async : info.sync);
   return true;

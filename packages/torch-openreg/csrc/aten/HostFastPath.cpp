@@ -1,5 +1,6 @@
 // HostFastPath.cpp - a host fast path for the commonest operators: the
-// pointwise add, sub, mul, div and clamp_min (which relu calls), and the
+// pointwise add, sub, mul, div and clamp_min (which relu calls), the unary
+// neg, exp, log, tanh, sigmoid, sqrt, rsqrt, sin, cos and silu, and the
 // full sum, softmax, log_softmax and mm. Their kernels are PyTorch's CPU
 // out= kernels, as through the device executor, but the host skips the work
 // that the common case does not need.
@@ -17,16 +18,36 @@
 #include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/clamp_min_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/clamp_min_cpu_dispatch.h>
+#include <ATen/ops/cos_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/cos_cpu_dispatch.h>
 #include <ATen/ops/div_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/div_cpu_dispatch.h>
+#include <ATen/ops/exp_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/exp_cpu_dispatch.h>
+#include <ATen/ops/log_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/log_cpu_dispatch.h>
 #include <ATen/ops/mm_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/mm_cpu_dispatch.h>
 #include <ATen/ops/mul_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/neg_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/neg_cpu_dispatch.h>
+#include <ATen/ops/rsqrt_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/rsqrt_cpu_dispatch.h>
+#include <ATen/ops/sigmoid_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/sigmoid_cpu_dispatch.h>
+#include <ATen/ops/silu_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/silu_cpu_dispatch.h>
+#include <ATen/ops/sin_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/sin_cpu_dispatch.h>
+#include <ATen/ops/sqrt_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/sqrt_cpu_dispatch.h>
 #include <ATen/ops/sub_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/sub_cpu_dispatch.h>
 #include <ATen/ops/sum_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
+#include <ATen/ops/tanh_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/tanh_cpu_dispatch.h>
 #include <torch/library.h>
 
 #include "aten/Executor.h"
@@ -141,6 +162,30 @@ at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
       "aten::clamp_min", self.sizes(), [min](Views& v) { at::cpu::clamp_min_out(v[0], v[1], min); }, self);
 }
 
+// Unary floating-point operators: the result has self's sizes and dtype.
+template <typename CpuOut, typename General>
+at::Tensor unaryOp(const char* name, const at::Tensor& self, CpuOut cpuOut, General general) {
+  if (!plainOperands({&self})) return general(self);
+  return launchWithNewOutput(name, self.sizes(), [cpuOut](Views& v) { cpuOut(v[0], v[1]); }, self);
+}
+
+namespace unary {  // named after their operators, which <cmath> also declares
+at::Tensor neg(const at::Tensor& self) { return unaryOp("aten::neg", self, &at::cpu::neg_out, &general::neg); }
+at::Tensor exp(const at::Tensor& self) { return unaryOp("aten::exp", self, &at::cpu::exp_out, &general::exp); }
+at::Tensor log(const at::Tensor& self) { return unaryOp("aten::log", self, &at::cpu::log_out, &general::log); }
+at::Tensor tanh(const at::Tensor& self) { return unaryOp("aten::tanh", self, &at::cpu::tanh_out, &general::tanh); }
+at::Tensor sigmoid(const at::Tensor& self) {
+  return unaryOp("aten::sigmoid", self, &at::cpu::sigmoid_out, &general::sigmoid);
+}
+at::Tensor sqrt(const at::Tensor& self) { return unaryOp("aten::sqrt", self, &at::cpu::sqrt_out, &general::sqrt); }
+at::Tensor rsqrt(const at::Tensor& self) {
+  return unaryOp("aten::rsqrt", self, &at::cpu::rsqrt_out, &general::rsqrt);
+}
+at::Tensor sin(const at::Tensor& self) { return unaryOp("aten::sin", self, &at::cpu::sin_out, &general::sin); }
+at::Tensor cos(const at::Tensor& self) { return unaryOp("aten::cos", self, &at::cpu::cos_out, &general::cos); }
+at::Tensor silu(const at::Tensor& self) { return unaryOp("aten::silu", self, &at::cpu::silu_out, &general::silu); }
+}  // namespace unary
+
 // The sum of every element, in the tensor's own dtype.
 at::Tensor sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   if (!plainOperands({&self}) || (dtype.has_value() && *dtype != self.scalar_type())) {
@@ -175,6 +220,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mul.Tensor", TORCH_FN(mul));
   m.impl("div.Tensor", TORCH_FN(div));
   m.impl("clamp_min", TORCH_FN(clampMin));
+  m.impl("neg", TORCH_FN(unary::neg));
+  m.impl("exp", TORCH_FN(unary::exp));
+  m.impl("log", TORCH_FN(unary::log));
+  m.impl("tanh", TORCH_FN(unary::tanh));
+  m.impl("sigmoid", TORCH_FN(unary::sigmoid));
+  m.impl("sqrt", TORCH_FN(unary::sqrt));
+  m.impl("rsqrt", TORCH_FN(unary::rsqrt));
+  m.impl("sin", TORCH_FN(unary::sin));
+  m.impl("cos", TORCH_FN(unary::cos));
+  m.impl("silu", TORCH_FN(unary::silu));
   m.impl("sum", TORCH_FN(sum));
   m.impl("_softmax", TORCH_FN(softmax));
   m.impl("_log_softmax", TORCH_FN(logSoftmax));
