@@ -22,12 +22,12 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "aten/Fallback.h"
 #include "aten/native/Launch.h"
+#include "aten/native/RawKey.h"
 #include "runtime/Check.h"
 #include "runtime/Generator.h"
 #include "runtime/Stream.h"
@@ -299,17 +299,8 @@ bool runMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, Sta
 // loop asks the same questions at every step, so after the first step no
 // Meta kernel runs. "No answer" (data-dependent shapes) is cached too.
 // The key is binary (raw integers, not text): building it allocates nothing
-// once the per-thread buffer has grown, which keeps a cache hit cheap.
-template <typename T>
-void appendRaw(std::string& key, const T& value) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-
-void appendInts(std::string& key, c10::IntArrayRef values) {
-  appendRaw(key, values.size());
-  key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-}
+// once the per-thread buffer has grown, which keeps a cache hit cheap
+// (appendRaw and appendInts, native/RawKey.h).
 
 void appendKey(std::string& key, const c10::IValue& value) {
   if (value.isTensor()) {
@@ -432,6 +423,33 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& fun
 // produces (see metaAgreementWithCpu).
 enum class MetaAgreement { Always, Never, InFloat32AndFloat64 };
 
+// LITERALINCLUDE START: EXECUTOR_DTYPES_CHECKED
+// Note [Dtypes a CPU kernel does not implement]
+// A CPU kernel picks its loop by dtype when it runs (AT_DISPATCH), and
+// refuses a dtype it has no loop for: `F.silu` of an integer tensor. The
+// Meta kernel does not know that. CUDA refuses at the call, since its
+// dtype dispatch runs on the host before the launch; queued on openreg, the
+// refusal would be a sticky device error. So the first call of an operator
+// with each combination of argument dtypes (its tensors' dtypes, in order,
+// and its dtype= arguments) runs synchronously (counted as "sync"), and a
+// refusal is the caller's error, raised at the call with the CPU's message;
+// once a combination has run, its calls are queued.
+bool isDtypeArgument(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  if (type->kind() == c10::TypeKind::ScalarTypeType) return true;
+  auto optional = type->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
+}
+
+std::vector<size_t> dtypeArgumentsOf(const c10::FunctionSchema& schema) {
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (isDtypeArgument(schema.arguments()[i])) positions.push_back(i);
+  }
+  return positions;
+}
+// LITERALINCLUDE END: EXECUTOR_DTYPES_CHECKED
+
 // What the executor derives once per operator from its (immutable) schema,
 // how often it ran the operator, and with which dtypes.
 struct OperatorInfo {
@@ -441,10 +459,11 @@ struct OperatorInfo {
   bool hasCpuKernel = false;
   MetaAgreement meta = MetaAgreement::Always;
   std::optional<c10::OperatorHandle> outVariant;  // Note [Writing results straight into device memory]
+  std::vector<size_t> dtypeArguments;  // positions of its dtype= arguments
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
 
-  // Whether a call with these argument dtypes (dtypeKey) has run before
+  // Whether a call with these argument dtypes has run before
   // (Note [Dtypes a CPU kernel does not implement]).
   bool ranWith(const std::string& dtypes) {
     std::lock_guard<std::mutex> lock(ranMutex);
@@ -456,7 +475,7 @@ struct OperatorInfo {
   }
 
   std::mutex ranMutex;
-  std::unordered_set<std::string> ranDtypes;  // dtypeKey()s
+  std::unordered_set<std::string> ranDtypes;
 };
 
 // Operators whose Meta kernel promises results that their CPU kernel does
@@ -507,6 +526,7 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info->outVariant = findOutVariant(*schema);
   info->meta = metaAgreementWithCpu(*schema);
+  info->dtypeArguments = dtypeArgumentsOf(*schema);
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }
@@ -711,37 +731,6 @@ bool holdsScalars(const c10::TypePtr& type) {
   return false;
 }
 
-// LITERALINCLUDE START: EXECUTOR_DTYPES_CHECKED
-// Note [Dtypes a CPU kernel does not implement]
-// A CPU kernel picks its loop by dtype when it runs (AT_DISPATCH), and
-// refuses a dtype it has no loop for: `F.silu` of an integer tensor. The
-// Meta kernel does not know that. CUDA refuses at the call, since its
-// dtype dispatch runs on the host before the launch; queued on openreg, the
-// refusal would be a sticky device error. So the first call of an operator
-// with each combination of argument dtypes runs synchronously (counted as
-// "sync"), and a refusal is the caller's error, raised at the call with the
-// CPU's message; once a combination has run, its calls are queued.
-bool isDtypeArgument(const c10::Argument& argument) {
-  const c10::TypePtr& type = argument.type();
-  if (type->kind() == c10::TypeKind::ScalarTypeType) return true;
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && optional->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
-}
-
-// The dtypes of a call's tensors, in order, and its dtype= arguments.
-std::string dtypeKey(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
-  std::string key;
-  for (size_t i = 0; i < args.size(); ++i) {
-    mapTensors(args[i], [&](const at::Tensor& t) {
-      key += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
-      return t;
-    });
-    if (isDtypeArgument(schema.arguments()[i])) key += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';
-  }
-  return key;
-}
-// LITERALINCLUDE END: EXECUTOR_DTYPES_CHECKED
-
 // dtypes: those of the non-bool tensor operands.
 bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                        c10::ArrayRef<at::ScalarType> dtypes) {
@@ -784,10 +773,12 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   auto args = torch::jit::last(*stack, schema.arguments().size());
   std::optional<c10::DeviceIndex> device;
   c10::SmallVector<at::ScalarType, 4> operandDtypes;  // for kernelMightRefuse
+  std::string dtypes;  // Note [Dtypes a CPU kernel does not implement]
   for (const c10::IValue& arg : args) {
     mapTensors(arg, [&](const at::Tensor& t) {
       if (!device.has_value() && isOpenReg(t)) device = t.device().index();
       if (t.defined() && t.scalar_type() != at::kBool) operandDtypes.push_back(t.scalar_type());
+      dtypes += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
       return t;
     });
   }
@@ -802,8 +793,8 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) meta = inferOnMeta(op, args);
   bool inferred = meta != nullptr;
   if (info.signature.returnsView) return inferred && runView(op, stack, *meta);
-  std::string dtypes = dtypeKey(schema, args);
-  bool ranBefore = info.ranWith(dtypes);  // Note [Dtypes a CPU kernel does not implement]
+  for (size_t i : info.dtypeArguments) dtypes += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';
+  bool ranBefore = info.ranWith(dtypes);
   bool async = inferred && ranBefore && !kernelMightRefuse(schema, args, operandDtypes);
   if (async) {
     runAsync(op, stack, info, *meta, *device);

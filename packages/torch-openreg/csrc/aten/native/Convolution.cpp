@@ -94,7 +94,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   at::Tensor gradWeight = emptyIf(outputMask[1], weight.sizes(), weight, layout);
   at::Tensor gradBias = emptyIf(outputMask[2], biasSizes, weight, c10::MemoryFormat::Contiguous);
   c10::SmallVector<DeviceView, 4> operands = describeAll(gradOutput, input, weight);
-  std::array<bool, 3> wanted{gradInput.defined(), gradWeight.defined(), gradBias.defined()};
   for (const at::Tensor* g : {&gradInput, &gradWeight, &gradBias}) {
     if (g->defined()) describeInto(operands.emplace_back(), *g);
   }
@@ -103,7 +102,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
                 [=](std::vector<at::Tensor>& v) {
     std::vector<at::Tensor> outputs(3);  // the wanted gradients' views follow the operands
     for (size_t i = 0, next = 3; i < 3; ++i) {
-      if (wanted[i]) outputs[i] = v[next++];
+      if (outputMask[i]) outputs[i] = v[next++];
     }
     computeInto(backwardPlan, v, planArguments(s, p, d, o, transposed, groups, outputMask), outputs, [&] {
       auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,

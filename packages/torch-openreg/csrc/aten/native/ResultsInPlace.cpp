@@ -10,15 +10,19 @@
 #include <cstdint>
 
 #include "aten/native/Launch.h"
+#include "aten/native/RawKey.h"
 
 namespace torch_openreg {
 
 namespace {
 
-bool sameView(const at::Tensor& a, const at::Tensor& b) {
-  return a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.scalar_type() == b.scalar_type() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
+// Same elements at the same offsets from their starts.
+bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.strides() == b.strides() && a.scalar_type() == b.scalar_type() &&
+         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
 }
+
+bool sameView(const at::Tensor& a, const at::Tensor& b) { return a.data_ptr() == b.data_ptr() && sameLayout(a, b); }
 
 // Whether t's memory overlaps a block that an allocation took.
 bool overlapsTakenBlock(const at::Tensor& t, const LentOutputs& lent) {
@@ -37,9 +41,7 @@ const void* storageStart(const at::Tensor& t) {
 
 // Whether result, allocated at the start of output's memory, would be output.
 bool wouldBeInPlace(const at::Tensor& result, const at::Tensor& output) {
-  return result.storage_offset() == 0 && result.sizes() == output.sizes() && result.strides() == output.strides() &&
-         result.scalar_type() == output.scalar_type() && result.is_conj() == output.is_conj() &&
-         result.is_neg() == output.is_neg();
+  return result.storage_offset() == 0 && sameLayout(result, output);
 }
 
 // A skip no allocation matches: the output is not lent.
@@ -52,18 +54,13 @@ std::atomic<int64_t> copied{0};
 
 std::string LendingPlan::keyOf(c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments) {
   std::string key;
-  auto append = [&](c10::IntArrayRef values) {
-    int64_t count = static_cast<int64_t>(values.size());
-    key.append(reinterpret_cast<const char*>(&count), sizeof(count));
-    key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-  };
   for (const at::Tensor& t : tensors) {
     key += t.defined() ? static_cast<char>(t.scalar_type()) : 'U';
     if (!t.defined()) continue;
-    append(t.sizes());
-    append(t.strides());
+    appendInts(key, t.sizes());
+    appendInts(key, t.strides());
   }
-  append(arguments);
+  appendInts(key, arguments);
   return key;
 }
 
@@ -134,12 +131,12 @@ void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& re
 ResultsInPlaceCounts resultsInPlaceCounts() { return {inPlace.load(), copied.load()}; }
 
 void computeIntoForTesting(c10::ArrayRef<at::Tensor> outputs, std::vector<int64_t> order) {
+  TORCH_CHECK(order.size() == outputs.size(), "one position per output");
   std::vector<int64_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     TORCH_CHECK(sorted[i] == static_cast<int64_t>(i), "order must list each output once");
   }
-  TORCH_CHECK(order.size() == outputs.size(), "one position per output");
   launchOnStream("compute_into_for_testing", outputs, [order](std::vector<at::Tensor>& v) {
     LendingPlan plan;
     computeInto(plan, v, {}, v, [&] {
