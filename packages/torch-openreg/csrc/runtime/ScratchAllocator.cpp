@@ -53,8 +53,6 @@ namespace {
 thread_local bool inKernel = false;
 thread_local LentOutputs* lending = nullptr;
 
-// Smaller blocks stay in the C library's arenas between calls anyway.
-constexpr size_t kSmallestCachedBytes = 64 << 10;
 // A block freed while this much is already cached goes back to the C library.
 constexpr size_t kMostCachedBytes = size_t{512} << 20;
 
@@ -67,7 +65,7 @@ class ScratchAllocator final : public c10::Allocator {
   // Thread-safe. A cached block may be freed on any thread: a kernel's
   // result can outlive the kernel (a lent block must not, see LendingScope).
   c10::DataPtr allocate(size_t bytes) override {
-    if (!inKernel || bytes < kSmallestCachedBytes) return previous_->allocate(bytes);
+    if (!inKernel || bytes < kSmallestScratchBytes) return previous_->allocate(bytes);
     if (lending == nullptr) {
       void* block = take(bytes);
       return {block, block, &release, c10::Device(c10::kCPU)};

@@ -11,6 +11,11 @@
 
 namespace torch_openreg {
 
+// The smallest allocation the scratch allocator caches, or lends from a
+// device output: smaller blocks stay in the C library's arenas between
+// calls anyway.
+constexpr size_t kSmallestScratchBytes = size_t{64} << 10;
+
 // While one is alive on a thread, that thread's large CPU allocations come
 // from the scratch cache (Note [Why kernels' host memory is cached]).
 // launchKernel holds one around every kernel body. Scopes nest.

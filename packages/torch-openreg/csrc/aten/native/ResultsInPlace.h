@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -46,6 +47,12 @@ class LendingPlan {
 // the CPU kernel skipped), leaves its output as it is.
 void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& results, const LentOutputs& lent);
 
+// Whether any output is large enough for the scratch allocator to lend.
+inline bool anyLendable(c10::ArrayRef<at::Tensor> outputs) {
+  return std::any_of(outputs.begin(), outputs.end(),
+                     [](const at::Tensor& t) { return t.defined() && t.nbytes() >= kSmallestScratchBytes; });
+}
+
 // LITERALINCLUDE START: COMPUTE_INTO
 // Kernel only: calls compute(), a functional CPU kernel returning one result
 // per output (std::vector<at::Tensor>), and leaves each result in its
@@ -58,15 +65,17 @@ void storeResults(c10::ArrayRef<at::Tensor> outputs, std::vector<at::Tensor>& re
 template <typename Compute>
 void computeInto(LendingPlan& plan, c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments,
                  c10::ArrayRef<at::Tensor> outputs, Compute compute) {
-  std::string key = LendingPlan::keyOf(tensors, arguments);
-  LentOutputs lent = plan.offer(key, outputs);
+  // A small kernel's outputs are never lent: no plan to consult or teach.
+  bool lendable = anyLendable(outputs);
+  std::string key = lendable ? LendingPlan::keyOf(tensors, arguments) : std::string();
+  LentOutputs lent = lendable ? plan.offer(key, outputs) : LentOutputs{};
   std::vector<at::Tensor> results;
   {
     LendingScope lending(lent);
     results = compute();
   }
   TORCH_INTERNAL_ASSERT(results.size() == outputs.size(), "one result per output");
-  plan.learn(key, lent, outputs, results);
+  if (lendable) plan.learn(key, lent, outputs, results);
   storeResults(outputs, results, lent);
 }
 // LITERALINCLUDE END: COMPUTE_INTO
