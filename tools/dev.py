@@ -81,9 +81,11 @@ def setup() -> None:
     if not up_to_date("requirements", requirements):
         run(PYTHON, "-m", "pip", "install", "--quiet", "-r", REQUIREMENTS)
         mark_done("requirements", requirements)
+    built_against: list[Path] = []  # a package compiles against the headers of those before it
     for name in PACKAGES:
         package = ROOT / "packages" / name
-        digest = fingerprint(package_files(package))
+        built_against += package_files(package)
+        digest = fingerprint(built_against)
         if up_to_date(name, digest):
             print(f"{name}: up to date", flush=True)
             continue

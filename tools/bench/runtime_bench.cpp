@@ -4,10 +4,12 @@
 // repetitions; copies are compared with a plain memcpy of the same bytes
 // between warm host buffers, measured in the same process.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "openreg/openreg.h"
@@ -45,6 +47,35 @@ void reportCopy(const char* what, double anchor, double measured) {
 void reportLatency(const char* what, double seconds, double targetUs) {
   std::printf("%-34s %8.3f us   target <= %.0f us   ratio to target %.2f\n", what, seconds * 1e6,
               targetUs, seconds * 1e6 / targetUs);
+}
+
+// How long a cache line takes to go from one thread's core to another's
+// and back: the cost a launch pays for each line the host and a stream's
+// worker both write (Note [The launch queue]). Printed with the launch
+// figures because it explains them: on a VM it moves with the placement of
+// the virtual CPUs, from tens to hundreds of nanoseconds.
+double cacheLineRoundTripSeconds() {
+  alignas(64) static std::atomic<int> ping{0};
+  alignas(64) static std::atomic<int> pong{0};
+  std::atomic<bool> stop{false};
+  std::thread echo([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      int value = ping.load(std::memory_order_acquire);
+      if (value != pong.load(std::memory_order_relaxed)) pong.store(value, std::memory_order_release);
+    }
+  });
+  const int trips = 20000;
+  double seconds = medianSeconds(5, [&] {
+    for (int i = 0; i < trips; ++i) {
+      int value = ping.load(std::memory_order_relaxed) + 1;
+      ping.store(value, std::memory_order_release);
+      while (pong.load(std::memory_order_acquire) != value) {
+      }
+    }
+  }) / trips;
+  stop.store(true);
+  echo.join();
+  return seconds;
 }
 
 }  // namespace
@@ -96,6 +127,8 @@ int main() {
     }
   }) / trips;
   reportLatency("launch + synchronize round trip", roundTrip, 20);
+  std::printf("%-34s %8.3f us   (no target: the machine's, for reading the two above)\n",
+              "cache line round trip, 2 threads", cacheLineRoundTripSeconds() * 1e6);
 
   orEvent_t event = nullptr;
   check(orEventCreateWithFlags(&event, orEventDisableTiming), "orEventCreate");

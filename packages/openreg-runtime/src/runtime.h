@@ -141,8 +141,8 @@ struct EventCapture {
   std::atomic<uint64_t> timeNs{0};  // when the stream reached it
 };
 
-// One unit of queued work.
-struct Op {
+// One unit of queued work: a slot of a stream's queue, in whole cache lines.
+struct alignas(64) Op {
   enum class Kind { Kernel, Copy, Memset, Mark, Wait } kind = Kind::Kernel;
   // Kernel
   orKernelFunc_t func = nullptr;
@@ -171,11 +171,10 @@ inline void cpuRelax() {
 #endif
 }
 
-// The lock of a stream's queue: critical sections of a few instructions that
-// the host and the stream's worker take in turn, on two cores. A std::mutex
-// would make a futex system call on both sides whenever the two meet, which
-// in a tight launch loop is often; this one spins, then yields, and never
-// sleeps. It takes 4 bytes, so it shares one cache line with the queue.
+// The lock that launching threads take in turn to write a stream's queue:
+// critical sections of a few instructions. A std::mutex would make a futex
+// system call whenever two threads meet; this one spins, then yields, and
+// never sleeps.
 class QueueLock {
  public:
   void lock() {
@@ -196,12 +195,30 @@ class QueueLock {
   std::atomic<bool> locked_{false};
 };
 
-// Aligned so that the fields the host and the worker both write (from
-// mutex_ on) share no cache line with the immutable ones, nor with the
-// reference counts that std::make_shared places just before the object and
-// that every launch updates.
+// LITERALINCLUDE START: OR_STREAM_QUEUE
+// Note [The launch queue]
+// A stream's queue is a ring of kQueueSlots operations, written by the
+// launching threads and read by the stream's worker. The host and the worker
+// run on different cores, and every cache line that one writes and the
+// other then touches crosses between them: on this kind of machine (a VM)
+// that costs 60 ns to over 700 ns, depending on where the two cores sit, so
+// the host's side of a launch touches as few shared lines as possible:
+//  - launching threads take turns under producerLock_, a line the worker
+//    never touches;
+//  - published_, the count of operations written, is the one line the
+//    host writes for the worker, with a plain store that the host does not
+//    wait for; the worker polls it;
+//  - the worker's progress is read only when the ring looks full
+//    (knownCompleted_ remembers the last value read);
+//  - the next slot is fetched into the host's cache after each launch.
+// A full ring blocks the launching thread until the worker has freed a
+// quarter of it, as CUDA's launch queue blocks when too much work is
+// pending. The ring is allocated by the stream's first launch: many streams
+// (a pool's) are never used.
 class alignas(64) Stream {
  public:
+  static constexpr uint64_t kQueueSlots = 4096;  // 512 KiB
+
   Stream(Device& device, uint64_t id, int priority);
   ~Stream();  // waits for queued work, then stops the worker
   Stream(const Stream&) = delete;
@@ -209,7 +226,7 @@ class alignas(64) Stream {
 
   // Queues op; returns its sequence number (1 for the first op).
   uint64_t enqueue(Op op);
-  uint64_t lastEnqueued() const;
+  uint64_t lastEnqueued() const { return published_.load(std::memory_order_acquire); }
   void synchronize(bool spin = true);
 
   Device& device;
@@ -220,17 +237,24 @@ class alignas(64) Stream {
  private:
   void work();
   void execute(Op& op);
+  // Waits until the worker sees an op past done, or the stream stops.
+  void sleepUntilPublishedPast(uint64_t done);
+  Op& slot(uint64_t seq) { return slots_[(seq - 1) % kQueueSlots]; }
 
-  // Written by both the host and the worker, so kept in one cache line.
-  alignas(64) mutable QueueLock mutex_;
-  bool sleeping_ = false;
-  bool stopping_ = false;
-  std::atomic<size_t> pending_{0};
-  uint64_t enqueued_ = 0;
-  std::vector<Op> queue_;
-  std::condition_variable_any wake_;
+  // The launching threads' line.
+  alignas(64) QueueLock producerLock_;
+  uint64_t knownCompleted_ = 0;
+  std::unique_ptr<Op[]> slots_;  // set before the first op is published
   std::thread worker_;
+  // The one line the host writes for the worker.
+  alignas(64) std::atomic<uint64_t> published_{0};
+  // Idle workers sleep here; the host looks at sleeping_ after each launch.
+  alignas(64) std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stopping_{false};
+  std::mutex sleepMutex_;
+  std::condition_variable wake_;
 };
+// LITERALINCLUDE END: OR_STREAM_QUEUE
 
 // Creates a stream of device and registers its handle.
 std::shared_ptr<Stream> createStream(Device& device, int priority);

@@ -23,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSpin = std::chrono::microseconds(50);
 
 template <typename Ready>
-bool spinUntil(Ready ready) {
-  auto deadline = Clock::now() + kSpin;
+bool spinUntil(Ready ready, Clock::duration spin = kSpin) {
+  auto deadline = Clock::now() + spin;
   do {
     // Reading the clock costs more than a check; on a core shared with the
     // host thread (SMT), every instruction spent here is one the host loses.
@@ -163,8 +163,8 @@ Stream::Stream(Device& device, uint64_t id, int priority)
 
 Stream::~Stream() {
   {
-    std::lock_guard<QueueLock> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(sleepMutex_);
+    stopping_.store(true);
   }
   wake_.notify_one();
   if (!worker_.joinable()) return;
@@ -175,57 +175,98 @@ Stream::~Stream() {
   }
 }
 
-uint64_t Stream::enqueue(Op op) {
-  uint64_t seq;
-  bool wake;
-  {
-    std::lock_guard<QueueLock> lock(mutex_);
-    if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
-    queue_.push_back(std::move(op));
-    pending_.fetch_add(1, std::memory_order_release);
-    seq = ++enqueued_;
-    wake = sleeping_;
+// Prepares the cache lines of [begin, end) for the calling thread to write
+// soon, without waiting for them.
+static void prefetchForWrite(const void* begin, const void* end) {
+  for (auto p = static_cast<const char*>(begin); p < static_cast<const char*>(end); p += 64) {
+    __builtin_prefetch(p, /*rw=*/1);
   }
-  if (wake) wake_.notify_one();
-  return seq;
 }
 
-uint64_t Stream::lastEnqueued() const {
-  std::lock_guard<QueueLock> lock(mutex_);
-  return enqueued_;
+// LITERALINCLUDE START: OR_STREAM_ENQUEUE
+uint64_t Stream::enqueue(Op op) {
+  uint64_t seq;
+  {
+    std::lock_guard<QueueLock> lock(producerLock_);
+    if (!worker_.joinable()) {
+      slots_.reset(new Op[kQueueSlots]);
+      worker_ = std::thread([this] { work(); });
+    }
+    seq = published_.load(std::memory_order_relaxed) + 1;
+    if (seq > knownCompleted_ + kQueueSlots) {  // the ring looks full
+      // Wait for a quarter of the ring, not one slot: launching in lockstep
+      // with the worker would read its progress once per launch. And block
+      // rather than poll: polling the line the worker writes after every
+      // op would slow the very worker this thread waits for.
+      progress->waitFor(seq - kQueueSlots + kQueueSlots / 4, /*spin=*/false);
+      knownCompleted_ = progress->completed();
+    }
+    slot(seq) = std::move(op);
+    published_.store(seq, std::memory_order_release);
+    Op& next = slot(seq + 1);
+    prefetchForWrite(&next, &next + 1);
+  }
+  // Note [Waking an idle worker], below.
+  if (sleeping_.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(sleepMutex_);
+    wake_.notify_one();
+  }
+  return seq;
 }
+// LITERALINCLUDE END: OR_STREAM_ENQUEUE
 
 void Stream::synchronize(bool spin) { progress->waitFor(lastEnqueued(), spin); }
 
 // LITERALINCLUDE START: OR_STREAM_WORKER
 void Stream::work() {
   setCurrentDevice(device.index);
-  std::vector<Op> batch;  // swapped with queue_, so neither side allocates per op
+  // A copy of the ring's address: slots_ shares a line with the launching
+  // threads' lock, which this thread should not read once per op.
+  Op* const ring = slots_.get();
+  uint64_t done = 0;  // ops run so far
   for (;;) {
-    if (pending_.load(std::memory_order_acquire) == 0) {
-      spinUntil([&] { return pending_.load(std::memory_order_acquire) != 0; });
+    uint64_t published = published_.load(std::memory_order_acquire);
+    if (published == done) {
+      spinUntil([&] { return published_.load(std::memory_order_acquire) != done; });
+      published = published_.load(std::memory_order_acquire);
     }
-    {
-      std::unique_lock<QueueLock> lock(mutex_);
-      while (queue_.empty() && !stopping_) {
-        sleeping_ = true;
-        wake_.wait(lock);
-        sleeping_ = false;
-      }
-      if (queue_.empty()) return;  // stopping, and everything ran
-      // Take everything queued so far in one lock: the host is not held up
-      // once per kernel by the worker taking its next one.
-      batch.swap(queue_);
-      pending_.fetch_sub(batch.size(), std::memory_order_relaxed);
+    if (published == done) {
+      if (stopping_.load()) return;  // and everything ran
+      sleepUntilPublishedPast(done);
+      continue;
     }
-    for (Op& op : batch) {
-      execute(op);
+    for (; done < published; ++done) {
+      // The op stays in its slot: the launching side destroys it when it
+      // reuses the slot, so the worker frees nothing the host allocated.
+      execute(ring[done % kQueueSlots]);
       progress->advance();
     }
-    batch.clear();
   }
 }
 // LITERALINCLUDE END: OR_STREAM_WORKER
+
+// Note [Waking an idle worker]
+// The launching thread stores published_ and then reads sleeping_, without
+// a fence between them: a fence would make every launch wait for its store
+// to reach the worker's core. So a launch can read sleeping_ as false while
+// its store is still on its way, just as the worker announces that it sleeps
+// and looks at published_ one last time. The worker closes that window by
+// polling a little longer after the announcement (a store reaches the other
+// core within a microsecond or so), and then sleeps with a timeout, short at
+// first, which bounds the delay should a store be slower still.
+void Stream::sleepUntilPublishedPast(uint64_t done) {
+  sleeping_.store(true);  // sequentially consistent: before the checks below
+  auto hasWork = [&] { return published_.load() != done || stopping_.load(); };
+  if (!spinUntil(hasWork, std::chrono::microseconds(10))) {
+    auto timeout = std::chrono::milliseconds(1);
+    std::unique_lock<std::mutex> lock(sleepMutex_);
+    while (!hasWork()) {
+      wake_.wait_for(lock, timeout);
+      timeout = std::min(timeout * 2, std::chrono::milliseconds(128));
+    }
+  }
+  sleeping_.store(false);
+}
 
 void Stream::execute(Op& op) {
   bool skip = device.sticky() != orSuccess;  // Note [Sticky errors]
