@@ -24,6 +24,15 @@ c10::Device resolve(std::optional<at::Device> device) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
 
+// A guard for the device a tensor is created on, which does nothing when it
+// is already current (as it almost always is): a c10::DeviceGuard asks the
+// runtime for the current device and sets it twice, a tenth of the host's
+// time for a 1-element operator.
+c10::OptionalDeviceGuard guardUnlessCurrent(c10::Device device) {
+  if (device.index() == currentDevice()) return c10::OptionalDeviceGuard();
+  return c10::OptionalDeviceGuard(device);
+}
+
 void checkCreationOptions(std::optional<at::Layout> layout, std::optional<bool> pinMemory) {
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "openreg does not support layout ",
               *layout, "; only strided tensors");
@@ -43,7 +52,7 @@ at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<at::Layout> layout, std::optional<at::Device> device,
                  std::optional<bool> pinMemory, std::optional<at::MemoryFormat> memoryFormat) {
   checkCreationOptions(layout, pinMemory);
-  c10::DeviceGuard guard(resolve(device));
+  auto guard = guardUnlessCurrent(resolve(device));
   return at::detail::empty_generic(size, deviceAllocator(), kKeys,
                                    c10::dtype_or_default(dtype), memoryFormat);
 }
@@ -53,7 +62,7 @@ at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pinMemory) {
   checkCreationOptions(layout, pinMemory);
-  c10::DeviceGuard guard(resolve(device));
+  auto guard = guardUnlessCurrent(resolve(device));
   return at::detail::empty_strided_generic(size, stride, deviceAllocator(), kKeys,
                                            c10::dtype_or_default(dtype));
 }
