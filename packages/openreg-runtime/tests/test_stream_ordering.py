@@ -8,6 +8,7 @@ are asynchronous without measuring time.
 
 import ctypes
 import threading
+import time
 
 import openreg_runtime as ort
 import pytest
@@ -192,3 +193,35 @@ def test_stream_destroy_waits_even_while_another_thread_holds_the_stream(res, ga
     syncing.join(10)
     assert not destroying.is_alive() and not syncing.is_alive()
     assert gate.finished.is_set()
+
+
+QUEUE_SLOTS = 4096  # Stream::kQueueSlots in src/runtime.h
+
+
+def test_a_full_queue_blocks_the_launching_thread_until_the_worker_makes_room(res, gate):
+    # Note [The launch queue]: as on CUDA, a launch waits when the stream
+    # already holds as much queued work as it can; nothing is dropped.
+    s = res.stream()
+    ort.launch_kernel(s, gate, "gate")
+    assert gate.started.wait(10)
+    order, launched = [], []
+
+    def launch_more_than_the_queue_holds():
+        for i in range(QUEUE_SLOTS + 10):
+            ort.launch_kernel(s, lambda i=i: order.append(i), f"k{i}")
+            launched.append(i)
+
+    launcher = threading.Thread(target=launch_more_than_the_queue_holds)
+    launcher.start()
+    deadline = time.monotonic() + 60
+    while len(launched) < QUEUE_SLOTS - 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    launcher.join(timeout=0.5)
+    # The gate holds one slot and the launches behind it hold the others.
+    assert launcher.is_alive() and len(launched) == QUEUE_SLOTS - 1
+    assert not order
+    gate.open()
+    launcher.join(timeout=60)
+    assert not launcher.is_alive()
+    ort.stream_synchronize(s)
+    assert order == list(range(QUEUE_SLOTS + 10))
