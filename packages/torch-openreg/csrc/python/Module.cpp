@@ -7,6 +7,7 @@
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
+#include "aten/native/Launch.h"
 #include "aten/native/ResultsInPlace.h"
 #include <c10/core/DeviceGuard.h>
 
@@ -139,6 +140,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_compute_into_for_testing", [](std::vector<at::Tensor> outputs, std::vector<int64_t> order) {
     computeIntoForTesting(outputs, std::move(order));
   });
+  m.def("_kernel_threads_for_testing", [](const at::Tensor& operand) { return kernelThreadsForTesting(operand); });
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));

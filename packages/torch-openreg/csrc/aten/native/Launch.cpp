@@ -1,10 +1,15 @@
 // Launch.cpp - see Note [Running CPU kernels on device memory] in Launch.h.
 #include "aten/native/Launch.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/_neg_view.h>
 #include <openreg/openreg.hpp>
 
+#include <memory>
+#include <utility>
+
+#include "runtime/KernelThreads.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
@@ -31,6 +36,7 @@ void describeInto(DeviceView& view, const at::Tensor& t) {
 
 at::Tensor cpuView(const DeviceView& view) {
   void* host = view.span == 0 ? nullptr : openreg::translate(static_cast<char*>(view.data), view.span);
+  countKernelOperand(view.span);
   // What at::from_blob builds, without its general path (resolving the
   // options, computing the storage size from the strides again): that path
   // was a seventh of the worker's time for a 1-element add (perf).
@@ -42,6 +48,18 @@ at::Tensor cpuView(const DeviceView& view) {
   if (view.conj) cpu = cpu._conj();
   if (view.neg) cpu = cpu._neg_view();
   return cpu;
+}
+
+std::pair<int, int> kernelThreadsForTesting(const at::Tensor& operand) {
+  auto seen = std::make_shared<std::pair<int, int>>();
+  launchKernel("kernel_threads_for_testing", operand.device().index(),
+               [seen, view = describeAll(operand)] {
+                 seen->second = kernelTeamThreads();
+                 cpuView(view[0]);
+                 seen->first = at::get_num_threads();
+               });
+  OPENREG_CHECK(orStreamSynchronize(currentNativeStream(operand.device().index())));
+  return *seen;
 }
 
 orStream_t currentNativeStream(c10::DeviceIndex device) { return nativeStream(currentStream(device)); }

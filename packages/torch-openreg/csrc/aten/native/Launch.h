@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/Check.h"
+#include "runtime/KernelThreads.h"
 #include "runtime/ScratchAllocator.h"
 
 namespace torch_openreg {
@@ -53,6 +54,11 @@ c10::SmallVector<DeviceView, 4> describeAll(const Tensors&... deviceTensors) {
 // Kernel only: the CPU tensor over the translated memory of view.
 at::Tensor cpuView(const DeviceView& view);
 
+// Test hook: queues a kernel over operand and returns how many threads its
+// CPU code could use, with how many the worker's thread team has
+// (Note [The threads of a kernel]).
+std::pair<int, int> kernelThreadsForTesting(const at::Tensor& operand);
+
 // The current openreg stream of device, as the runtime knows it.
 orStream_t currentNativeStream(c10::DeviceIndex device);
 
@@ -75,6 +81,8 @@ struct GuardedKernel {
       // The host memory the CPU kernel allocates for itself is cached for
       // the next kernel (Note [Why kernels' host memory is cached]).
       KernelScratchScope scratch;
+      // Small kernels keep to the worker (Note [The threads of a kernel]).
+      KernelThreadsScope threads;
       body();
     } catch (const c10::Error& error) {
       // The sticky error should read like the check that failed, not like
