@@ -7,10 +7,11 @@ prints the median time per call on openreg, the median time of the same
 work on the CPU, and the median ratio of paired samples. openreg is timed
 as a device is used: a batch of calls is queued, then one synchronisation
 waits for all of them, and the total is divided by the number of calls; a
-batch lasts about 5 ms, or five training steps. openreg and CPU samples come
-in pairs, 21 of each, one pair of every operator of a size (or every model)
-per round. Also prints how many operator calls ran natively and how many
-fell back to the CPU.
+batch lasts about 5 ms, or 30 training steps (a training loop's steady
+state). openreg and CPU samples come in pairs, 21 of each (11 for training
+steps), one pair of every operator of a size (or every model) per round.
+Also prints how many operator calls ran natively and how many fell back to
+the CPU.
 
 The CPU anchor runs at its best: the script restarts itself with the C
 library's malloc told to keep freed memory (GLIBC_TUNABLES below). With the
@@ -172,7 +173,9 @@ def main() -> None:
     print()
     steps = {name: (training_step(build, make_batch, "openreg"), training_step(build, make_batch, "cpu"))
              for name, (build, make_batch) in MODELS.items()}
-    for name, (device_time, cpu_time, ratio) in compare(steps, inner=5).items():
+    # 30 steps a sample, 11 pairs: long enough for a training loop's steady
+    # state, in which the threads of both sides stay busy between steps.
+    for name, (device_time, cpu_time, ratio) in compare(steps, inner=30, rounds=11).items():
         print(f"training step {name:<12} openreg {device_time * 1e3:8.2f} ms   cpu {cpu_time * 1e3:8.2f} ms"
               f"   ratio {ratio:5.2f}   (target <= 1.15)")
     executor = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
