@@ -190,7 +190,8 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("stream") = 0, release());
   m.def("stream_synchronize", [](uintptr_t s) { check(orStreamSynchronize(stream(s))); },
         py::arg("stream") = 0, release());
-  m.def("stream_wait_event", [](uintptr_t s, uintptr_t e) { check(orStreamWaitEvent(stream(s), event(e))); });
+  m.def("stream_wait_event", [](uintptr_t s, uintptr_t e) { check(orStreamWaitEvent(stream(s), event(e))); },
+        release());  // waits when the stream's queue is full, while Python kernels need the GIL
   m.def("stream_get_priority", [](uintptr_t s) { int p = 0; check(orStreamGetPriority(stream(s), &p)); return p; },
         py::arg("stream") = 0);
   m.def("stream_get_device", [](uintptr_t s) { int d = 0; check(orStreamGetDevice(stream(s), &d)); return d; },
@@ -205,7 +206,7 @@ PYBIND11_MODULE(_C, m) {
     return addr(e);
   }, py::arg("flags") = 0u);
   m.def("event_record", [](uintptr_t e, uintptr_t s) { check(orEventRecord(event(e), stream(s))); },
-        py::arg("event"), py::arg("stream") = 0);
+        py::arg("event"), py::arg("stream") = 0, release());  // may wait, as stream_wait_event
   m.def("event_query", [](uintptr_t e) {
     orError_t status = orEventQuery(event(e));
     if (status == orErrorNotReady) return false;

@@ -97,6 +97,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   // The lock orders concurrent records of one event: the later one wins.
   std::lock_guard<std::mutex> lock(event->mutex);
   capture->seq = stream->enqueue(std::move(op));
+  if (capture->seq == 0) return refuseFullQueue(*stream);
   event->capture = std::move(capture);
   return orSuccess;
 }
@@ -176,7 +177,7 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
   op.kind = Op::Kind::Wait;
   op.capture = std::move(capture);
   op.name = "streamWaitEvent";
-  stream->enqueue(std::move(op));
+  if (stream->enqueue(std::move(op)) == 0) return refuseFullQueue(*stream);
   return orSuccess;
 }
 

@@ -172,9 +172,9 @@ inline void cpuRelax() {
 }
 
 // The lock that launching threads take in turn to write a stream's queue:
-// critical sections of a few instructions. A std::mutex would make a futex
-// system call whenever two threads meet; this one spins, then yields, and
-// never sleeps.
+// critical sections of a few instructions (a thread waiting for room in a
+// full queue lets go of it). A std::mutex would make a futex system call
+// whenever two threads meet; this one spins, then yields, and never sleeps.
 class QueueLock {
  public:
   void lock() {
@@ -213,7 +213,8 @@ class QueueLock {
 //  - the next slot is fetched into the host's cache after each launch.
 // A full ring blocks the launching thread until the worker has freed a
 // quarter of it, as CUDA's launch queue blocks when too much work is
-// pending. The ring is allocated by the stream's first launch: many streams
+// pending; work queued from inside a kernel is refused instead, since the
+// kernel would wait for a worker that may be waiting for it. The ring is allocated by the stream's first launch: many streams
 // (a pool's) are never used.
 class alignas(64) Stream {
  public:
@@ -224,7 +225,9 @@ class alignas(64) Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // Queues op; returns its sequence number (1 for the first op).
+  // Queues op; returns its sequence number (1 for the first op). When the
+  // ring is full, waits for room, except inside a kernel: then releases op
+  // and returns 0 (refuseFullQueue makes the error).
   uint64_t enqueue(Op op);
   uint64_t lastEnqueued() const { return published_.load(std::memory_order_acquire); }
   void synchronize(bool spin = true);
@@ -261,6 +264,8 @@ std::shared_ptr<Stream> createStream(Device& device, int priority);
 // Resolves a handle (null: the current device's default stream).
 orError_t findStream(orStream_t handle, std::shared_ptr<Stream>* out);
 std::vector<std::shared_ptr<Stream>> streamsOf(int device);
+// orErrorNotPermitted, for work queued by a kernel on a full stream.
+orError_t refuseFullQueue(const Stream& stream);
 // Queues op on stream: refuses when the device holds a sticky error, traces
 // the launch, and waits when OPENREG_LAUNCH_BLOCKING=1 (or wait is true).
 orError_t submit(Stream& stream, Op op, bool wait = false);

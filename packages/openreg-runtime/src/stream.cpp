@@ -187,19 +187,30 @@ static void prefetchForWrite(const void* begin, const void* end) {
 uint64_t Stream::enqueue(Op op) {
   uint64_t seq;
   {
-    std::lock_guard<QueueLock> lock(producerLock_);
+    std::unique_lock<QueueLock> lock(producerLock_);
     if (!worker_.joinable()) {
       slots_.reset(new Op[kQueueSlots]);
       worker_ = std::thread([this] { work(); });
     }
     seq = published_.load(std::memory_order_relaxed) + 1;
-    if (seq > knownCompleted_ + kQueueSlots) {  // the ring looks full
+    while (seq > knownCompleted_ + kQueueSlots) {  // the ring looks full
+      // A kernel must not wait for a worker: the one it waits for may be
+      // its own, or one waiting for it (an event).
+      if (runningStream() != nullptr) {
+        if (op.release != nullptr) op.release(op.userData);
+        return 0;
+      }
       // Wait for a quarter of the ring, not one slot: launching in lockstep
-      // with the worker would read its progress once per launch. And block
-      // rather than poll: polling the line the worker writes after every
-      // op would slow the very worker this thread waits for.
-      progress->waitFor(seq - kQueueSlots + kQueueSlots / 4, /*spin=*/false);
+      // with the worker would read its progress once per launch. Block
+      // rather than poll (polling the line the worker writes after every op
+      // would slow the worker this thread waits for), and without the lock,
+      // which other launching threads spin on.
+      uint64_t room = seq - kQueueSlots + kQueueSlots / 4;
+      lock.unlock();
+      progress->waitFor(room, /*spin=*/false);
+      lock.lock();
       knownCompleted_ = progress->completed();
+      seq = published_.load(std::memory_order_relaxed) + 1;  // others may have launched
     }
     slot(seq) = std::move(op);
     published_.store(seq, std::memory_order_release);
@@ -238,7 +249,9 @@ void Stream::work() {
     for (; done < published; ++done) {
       // The op stays in its slot: the launching side destroys it when it
       // reuses the slot, so the worker frees nothing the host allocated.
-      execute(ring[done % kQueueSlots]);
+      Op& op = ring[done % kQueueSlots];
+      execute(op);
+      if (op.capture) op.capture.reset();  // an event's capture should not outlive its op
       progress->advance();
     }
   }
@@ -363,6 +376,14 @@ std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
   return result;
 }
 
+orError_t refuseFullQueue(const Stream& stream) {
+  return fail(orErrorNotPermitted,
+              format("a kernel queued work on openreg stream %llu, whose queue is full (%llu operations): "
+                     "a kernel may not wait for a stream's worker; queue the work from the host",
+                     static_cast<unsigned long long>(stream.id),
+                     static_cast<unsigned long long>(Stream::kQueueSlots)));
+}
+
 // LITERALINCLUDE START: OR_STREAM_SUBMIT
 orError_t submit(Stream& stream, Op op, bool wait) {
   orError_t status = stream.device.checkSticky();
@@ -379,6 +400,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   }
   uint64_t correlation = op.correlationId;
   uint64_t seq = stream.enqueue(std::move(op));
+  if (seq == 0) return refuseFullQueue(stream);
   if (traced) {
     traceRecord(orActivityKindLaunch, name, stream.device.index, stream.id, start,
                 nowNs(), correlation);

@@ -225,3 +225,28 @@ def test_a_full_queue_blocks_the_launching_thread_until_the_worker_makes_room(re
     assert not launcher.is_alive()
     ort.stream_synchronize(s)
     assert order == list(range(QUEUE_SLOTS + 10))
+
+
+def test_a_kernel_is_refused_rather_than_left_waiting_on_a_full_queue(res, gate):
+    # A kernel that waited for room would wait for a worker that may be its
+    # own, or one waiting for it: the launch fails instead, and the kernel
+    # (here, which catches the error) and the device carry on.
+    full, other = res.stream(), res.stream()
+    ort.launch_kernel(full, gate, "gate")
+    assert gate.started.wait(10)
+    for _ in range(QUEUE_SLOTS - 1):
+        ort.launch_kernel(full, lambda: None, "filler")
+    seen = {}
+
+    def launch_onto_the_full_stream():
+        try:
+            ort.launch_kernel(full, lambda: None, "from_a_kernel")
+        except ort.Error as e:
+            seen["code"], seen["message"] = e.code, str(e)
+
+    ort.launch_kernel(other, launch_onto_the_full_stream, "launcher")
+    ort.stream_synchronize(other)
+    assert seen["code"] == ort.orErrorNotPermitted
+    assert "queue is full" in seen["message"]
+    gate.open()
+    ort.stream_synchronize(full)

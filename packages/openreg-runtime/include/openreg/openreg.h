@@ -304,8 +304,12 @@ OPENREG_API orError_t orMemGetInfo(size_t* free, size_t* total);
 /* ------------------------------------------------------------------------ */
 
 /* Creates a stream on the current device with priority 0. Work queued on a
- * stream runs in order, on a worker of its own; queueing returns at once.
- * With OPENREG_LAUNCH_BLOCKING=1 every queueing call also waits for its work.
+ * stream runs in order, on a worker of its own; queueing returns at once,
+ * unless the stream already holds 4096 queued operations: then the call
+ * waits until the worker has run a quarter of them, as a CUDA launch waits
+ * on a full queue. Queueing onto a full stream from inside a kernel returns
+ * orErrorNotPermitted instead of waiting. With OPENREG_LAUNCH_BLOCKING=1
+ * every queueing call also waits for its work.
  *   stream  out
  * Returns orSuccess, orErrorInvalidValue. Related: orStreamDestroy. */
 OPENREG_API orError_t orStreamCreate(orStream_t* stream);

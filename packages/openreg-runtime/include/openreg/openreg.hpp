@@ -72,8 +72,8 @@ struct RetiredClosure {
   RetiredClosure* next;
   size_t lines;
 };
-// The list's name changes with RetiredClosure's layout: a module built
-// against another version of this header must not share the list.
+// Every module built against this header shares the list (an inline
+// variable): keep RetiredClosure's layout, or rename the list with it.
 alignas(kCacheLine) inline std::atomic<RetiredClosure*> retiredClosureBlocks{nullptr};
 
 inline size_t closureLines(size_t size) {
@@ -104,17 +104,20 @@ class ClosureStash {
   // A block of `lines` cache lines, or null for the caller to allocate one.
   void* take(size_t lines) {
     ++launches_;
-    if (lines >= kSizes) return nullptr;
-    if (bySize_[lines] == nullptr) sortCollected(lines);
-    if (bySize_[lines] == nullptr && launches_ >= kLaunchesPerCollection) {
+    bool stashed = lines < kSizes;  // larger blocks are freed, not reused
+    if (stashed && bySize_[lines] == nullptr) sortCollected(lines);
+    if ((!stashed || bySize_[lines] == nullptr) && launches_ >= kLaunchesPerCollection) {
       launches_ = 0;
+      sortCollected(kSizes);  // all of it, before the list is replaced
       collected_ = retiredClosureBlocks.exchange(nullptr, std::memory_order_acquire);
-      sortCollected(lines);
+      if (stashed) sortCollected(lines);
     }
+    if (!stashed || bySize_[lines] == nullptr) return nullptr;
     RetiredClosure* block = bySize_[lines];
-    if (block == nullptr) return nullptr;
     bySize_[lines] = block->next;
     --counts_[lines];
+    // The block the next launch of this size will take: the next one filed,
+    // or else, most likely, the next one collected.
     RetiredClosure* next = bySize_[lines] != nullptr ? bySize_[lines] : collected_;
     if (next != nullptr) prefetchForWrite(next, lines);
     return block;
@@ -124,9 +127,10 @@ class ClosureStash {
   static constexpr size_t kSizes = 32;  // blocks of fewer lines are stashed
   static constexpr size_t kMaxPerSize = 64;
 
-  // Files collected blocks by size until one of `lines` lines is found.
+  // Files collected blocks by size (freeing those not stashed) until one of
+  // `lines` lines is found; all of them for lines == kSizes.
   void sortCollected(size_t lines) {
-    while (collected_ != nullptr && bySize_[lines] == nullptr) {
+    while (collected_ != nullptr && (lines == kSizes || bySize_[lines] == nullptr)) {
       RetiredClosure* block = collected_;
       collected_ = block->next;
       if (block->lines >= kSizes || counts_[block->lines] == kMaxPerSize) {

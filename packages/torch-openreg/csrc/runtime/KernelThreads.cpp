@@ -1,14 +1,18 @@
 // KernelThreads.cpp - see Note [The threads of a kernel].
 #include "runtime/KernelThreads.h"
 
+#include <ATen/Config.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
 
-// MKL's per-thread thread count (0: back to MKL's global setting), by the
-// name its C interface has (mkl_service.h makes mkl_set_num_threads_local
-// a macro for it; the lower-case symbol is the Fortran entry point, which
-// takes a pointer). MKL is linked into libtorch_cpu, which exports it.
+#if AT_MKL_ENABLED()
+// MKL's per-thread thread count; returns the previous one. This is the name
+// of its C interface (mkl_service.h makes mkl_set_num_threads_local a macro
+// for it; the lower-case symbol is the Fortran entry point, which takes a
+// pointer). PyTorch builds with MKL link it into libtorch_cpu, which
+// exports it.
 extern "C" int MKL_Set_Num_Threads_Local(int threads);
+#endif
 
 namespace torch_openreg {
 namespace {
@@ -30,13 +34,19 @@ struct KernelThreads {
   bool parallel = false;
   size_t operandBytes = 0;
   int teamThreads = 1;  // what PyTorch would use outside a kernel
+  int mklThreads = 0;    // MKL's per-thread setting outside a kernel
 };
 thread_local KernelThreads kernelThreads;
 // LITERALINCLUDE END: KERNEL_THREADS
 
-void useThreads(int threads) {
-  omp_set_num_threads(threads);
-  MKL_Set_Num_Threads_Local(threads == kernelThreads.teamThreads ? 0 : threads);
+// One thread for the kernel's CPU code, or back to the team outside it.
+void keepToThisThread(bool alone) {
+  KernelThreads& state = kernelThreads;
+  omp_set_num_threads(alone ? 1 : state.teamThreads);
+#if AT_MKL_ENABLED()
+  int previous = MKL_Set_Num_Threads_Local(alone ? 1 : state.mklThreads);
+  if (alone) state.mklThreads = previous;
+#endif
 }
 
 }  // namespace
@@ -49,13 +59,13 @@ KernelThreadsScope::KernelThreadsScope() : outermost_(!kernelThreads.inKernel) {
   state.inKernel = true;
   state.parallel = false;
   state.operandBytes = 0;
-  if (state.teamThreads > 1) useThreads(1);
+  if (state.teamThreads > 1) keepToThisThread(true);
 }
 
 KernelThreadsScope::~KernelThreadsScope() {
   if (!outermost_) return;
   KernelThreads& state = kernelThreads;
-  if (!state.parallel && state.teamThreads > 1) useThreads(state.teamThreads);
+  if (!state.parallel && state.teamThreads > 1) keepToThisThread(false);
   state.inKernel = false;
 }
 
@@ -65,7 +75,7 @@ void countKernelOperand(size_t bytes) {
   state.operandBytes += bytes;
   if (state.operandBytes < kParallelKernelBytes) return;
   state.parallel = true;
-  if (state.teamThreads > 1) useThreads(state.teamThreads);
+  if (state.teamThreads > 1) keepToThisThread(false);
 }
 
 int kernelTeamThreads() { return kernelThreads.teamThreads; }
