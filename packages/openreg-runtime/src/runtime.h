@@ -214,8 +214,9 @@ class QueueLock {
 // A full ring blocks the launching thread until the worker has freed a
 // quarter of it, as CUDA's launch queue blocks when too much work is
 // pending; work queued from inside a kernel is refused instead, since the
-// kernel would wait for a worker that may be waiting for it. The ring is allocated by the stream's first launch: many streams
-// (a pool's) are never used.
+// kernel would wait for a worker that may be waiting for it. The ring is
+// allocated by the stream's first launch: many streams (a pool's) are never
+// used.
 class alignas(64) Stream {
  public:
   static constexpr uint64_t kQueueSlots = 4096;  // 512 KiB
@@ -242,7 +243,8 @@ class alignas(64) Stream {
   void execute(Op& op);
   // Waits until the worker sees an op past done, or the stream stops.
   void sleepUntilPublishedPast(uint64_t done);
-  Op& slot(uint64_t seq) { return slots_[(seq - 1) % kQueueSlots]; }
+  // Where op number seq (from 1) lives in the ring.
+  static size_t slotIndex(uint64_t seq) { return (seq - 1) % kQueueSlots; }
 
   // The launching threads' line.
   alignas(64) QueueLock producerLock_;

@@ -212,9 +212,9 @@ uint64_t Stream::enqueue(Op op) {
       knownCompleted_ = progress->completed();
       seq = published_.load(std::memory_order_relaxed) + 1;  // others may have launched
     }
-    slot(seq) = std::move(op);
+    slots_[slotIndex(seq)] = std::move(op);
     published_.store(seq, std::memory_order_release);
-    Op& next = slot(seq + 1);
+    Op& next = slots_[slotIndex(seq + 1)];
     prefetchForWrite(&next, &next + 1);
   }
   // Note [Waking an idle worker], below.
@@ -249,7 +249,7 @@ void Stream::work() {
     for (; done < published; ++done) {
       // The op stays in its slot: the launching side destroys it when it
       // reuses the slot, so the worker frees nothing the host allocated.
-      Op& op = ring[done % kQueueSlots];
+      Op& op = ring[slotIndex(done + 1)];
       execute(op);
       if (op.capture) op.capture.reset();  // an event's capture should not outlive its op
       progress->advance();

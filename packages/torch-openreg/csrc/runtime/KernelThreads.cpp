@@ -31,10 +31,9 @@ namespace {
 // parallel region does enough work to pay for the polling that follows it.
 struct KernelThreads {
   bool inKernel = false;
-  bool parallel = false;
-  size_t operandBytes = 0;
-  int teamThreads = 1;  // what PyTorch would use outside a kernel
-  int mklThreads = 0;    // MKL's per-thread setting outside a kernel
+  size_t operandBytes = 0;  // the team is in use once this reaches kParallelKernelBytes
+  int teamThreads = 1;      // what PyTorch would use outside a kernel
+  int mklThreads = 0;       // MKL's per-thread setting outside a kernel
 };
 thread_local KernelThreads kernelThreads;
 // LITERALINCLUDE END: KERNEL_THREADS
@@ -42,6 +41,7 @@ thread_local KernelThreads kernelThreads;
 // One thread for the kernel's CPU code, or back to the team outside it.
 void keepToThisThread(bool alone) {
   KernelThreads& state = kernelThreads;
+  if (state.teamThreads <= 1) return;  // nothing to restrict
   omp_set_num_threads(alone ? 1 : state.teamThreads);
 #if AT_MKL_ENABLED()
   int previous = MKL_Set_Num_Threads_Local(alone ? 1 : state.mklThreads);
@@ -57,25 +57,22 @@ KernelThreadsScope::KernelThreadsScope() : outermost_(!kernelThreads.inKernel) {
   at::internal::lazy_init_num_threads();  // before we change what it would set
   state.teamThreads = at::get_num_threads();
   state.inKernel = true;
-  state.parallel = false;
   state.operandBytes = 0;
-  if (state.teamThreads > 1) keepToThisThread(true);
+  keepToThisThread(true);
 }
 
 KernelThreadsScope::~KernelThreadsScope() {
   if (!outermost_) return;
   KernelThreads& state = kernelThreads;
-  if (!state.parallel && state.teamThreads > 1) keepToThisThread(false);
+  if (state.operandBytes < kParallelKernelBytes) keepToThisThread(false);
   state.inKernel = false;
 }
 
 void countKernelOperand(size_t bytes) {
   KernelThreads& state = kernelThreads;
-  if (!state.inKernel || state.parallel) return;
+  if (!state.inKernel || state.operandBytes >= kParallelKernelBytes) return;
   state.operandBytes += bytes;
-  if (state.operandBytes < kParallelKernelBytes) return;
-  state.parallel = true;
-  if (state.teamThreads > 1) keepToThisThread(false);
+  if (state.operandBytes >= kParallelKernelBytes) keepToThisThread(false);
 }
 
 int kernelTeamThreads() { return kernelThreads.teamThreads; }
