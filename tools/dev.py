@@ -94,6 +94,17 @@ def setup() -> None:
         mark_done(name, digest)
 
 
+# The operator tests that also run with the speed layers off
+# (OPENREG_FAST_PATHS=0): the plain reference path must pass them alone.
+TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
+PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
+    "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
+    "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
+    "test_fallback.py",
+)]
+PLAIN_PATH = dict(os.environ, OPENREG_FAST_PATHS="0")
+
+
 def main() -> None:
     command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     steps = {
@@ -105,6 +116,7 @@ def main() -> None:
             [PYTHON, "tools/docs_check.py"],
             [PYTHON, "-m", "ruff", "check", "."],
             [PYTHON, "tools/sanitize.py"],
+            ([PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS], PLAIN_PATH),
             [PYTHON, "-m", "pytest", *args],
         ],
     }
@@ -112,8 +124,9 @@ def main() -> None:
         sys.exit(__doc__)
     setup()
     for step in steps[command]:
+        command_line, env = step if isinstance(step, tuple) else (step, None)
         try:
-            run(*step)
+            run(*command_line, env=env)
         except subprocess.CalledProcessError as failure:
             sys.exit(failure.returncode)
 

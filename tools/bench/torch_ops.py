@@ -22,11 +22,17 @@ depend on this setting (their host memory is cached, see the scratch
 allocator), so it only makes the comparison harder for openreg.
 --glibc-defaults runs without it.
 
-    .venv/bin/python tools/bench/torch_ops.py [--glibc-defaults]
+Both modes of the backend are measured, each in a process of its own (the
+mode is read when the backend loads), and printed side by side: "fast" is
+the default, "plain" is OPENREG_FAST_PATHS=0 (the reference path alone).
+
+    .venv/bin/python tools/bench/torch_ops.py [--glibc-defaults] [--mode fast|plain]
 """
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -158,29 +164,52 @@ def restart_with_anchor_at_its_best() -> None:
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
-def main() -> None:
-    restart_with_anchor_at_its_best()
-    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
+def measure() -> dict:
+    """One mode's results: name -> [openreg seconds, CPU seconds, ratio, target]."""
     torch.openreg.reset_fallback_counts()
-    print(f"{'operator':<10}{'size':>6}{'openreg us':>14}{'cpu us':>12}{'ratio':>8}   target")
+    rows = {}
     for size, target in (("1", 1.5), ("1K", None), ("1M", 1.05)):
         cpu_cases, device_cases = op_cases(size, "cpu"), op_cases(size, "openreg")
         results = compare({name: (device_cases[name], cpu_cases[name]) for name in cpu_cases})
-        for name, (device_time, cpu_time, ratio) in results.items():
-            goal = f"<= {target}" if target else ""
-            print(f"{name:<10}{size:>6}{device_time * 1e6:14.1f}{cpu_time * 1e6:12.1f}"
-                  f"{ratio:8.2f}   {goal}")
-    print()
+        for name, result in results.items():
+            rows[f"{name} {size}"] = [*result, target]
     steps = {name: (training_step(build, make_batch, "openreg"), training_step(build, make_batch, "cpu"))
              for name, (build, make_batch) in MODELS.items()}
     # 30 steps a sample, 11 pairs: long enough for a training loop's steady
     # state, in which the threads of both sides stay busy between steps.
-    for name, (device_time, cpu_time, ratio) in compare(steps, inner=30, rounds=11).items():
-        print(f"training step {name:<12} openreg {device_time * 1e3:8.2f} ms   cpu {cpu_time * 1e3:8.2f} ms"
-              f"   ratio {ratio:5.2f}   (target <= 1.15)")
-    executor = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
-    fallback = sum(torch.openreg.fallback_counts().values())
-    print(f"\noperator calls: {executor} by the device executor, {fallback} through the CPU fallback")
+    for name, result in compare(steps, inner=30, rounds=11).items():
+        rows[f"training step {name}"] = [*result, 1.15]
+    rows["executor calls"] = sum(sum(counts) for counts in torch.openreg.executor_counts().values())
+    rows["fallback calls"] = sum(torch.openreg.fallback_counts().values())
+    return rows
+
+
+def run_mode(mode: str) -> dict:
+    env = dict(os.environ, OPENREG_FAST_PATHS="0" if mode == "plain" else "1")
+    child = subprocess.run([sys.executable, __file__, "--mode", mode, *sys.argv[1:]], env=env, check=True,
+                           capture_output=True, text=True)
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    restart_with_anchor_at_its_best()
+    if "--mode" in sys.argv:
+        print(json.dumps(measure()))
+        return
+    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
+    fast, plain = run_mode("fast"), run_mode("plain")
+    print(f"{'case':<26}{'fast us':>10}{'ratio':>7}{'plain us':>11}{'ratio':>7}{'cpu us':>10}   target (fast)")
+    for name, row in fast.items():
+        if not isinstance(row, list):
+            continue
+        fast_time, cpu_time, fast_ratio, target = row
+        plain_time, _, plain_ratio, _ = plain[name]
+        goal = f"<= {target}" if target else ""
+        print(f"{name:<26}{fast_time * 1e6:10.1f}{fast_ratio:7.2f}{plain_time * 1e6:11.1f}{plain_ratio:7.2f}"
+              f"{cpu_time * 1e6:10.1f}   {goal}")
+    for mode, rows in (("fast", fast), ("plain", plain)):
+        print(f"{mode}: operator calls: {rows['executor calls']} by the device executor, "
+              f"{rows['fallback calls']} through the CPU fallback")
 
 
 if __name__ == "__main__":

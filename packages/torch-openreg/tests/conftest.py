@@ -235,3 +235,47 @@ print(json.dumps(facts))
 @pytest.fixture(scope="session")
 def fresh_facts():
     return last_json_line(run_python(_FRESH_FACTS))
+
+
+# ------------------------------------ fixtures of the registration scenarios
+
+
+@pytest.fixture
+def activity_of():
+    """``activity_of(fn)`` runs fn with the runtime's tracing on and returns
+    (fn's result, names of kernels it launched, other activity kinds)."""
+
+    def record(fn):
+        torch.openreg.synchronize()
+        openreg_runtime.trace_enable(True)
+        openreg_runtime.trace_drain()
+        try:
+            result = fn()
+            activity = openreg_runtime.trace_drain()
+        finally:
+            openreg_runtime.trace_enable(False)
+        kernels = [a["name"] for a in activity if a["kind"] == "launch"]
+        others = {a["kind"] for a in activity} - {"launch", "kernel"}
+        return result, kernels, others
+
+    yield record
+    openreg_runtime.trace_enable(False)
+    openreg_runtime.trace_drain()
+
+
+@pytest.fixture
+def on_blocked_stream(gate):
+    """``on_blocked_stream(fn)`` calls fn while a gate blocks the current
+    stream, checks that fn returned without waiting for the stream, then
+    opens the gate and returns fn's result."""
+
+    def run(fn):
+        stream = torch.openreg.current_stream()
+        blocked = gate(stream)
+        result = fn()
+        assert not blocked.finished.is_set(), "the call waited for the stream"
+        assert not stream.query()
+        blocked.open()
+        return result
+
+    return run

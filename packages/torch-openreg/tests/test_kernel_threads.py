@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a threa
 
 def threads_in_kernel(elements: int) -> tuple[int, int]:
     operand = torch.zeros(elements, device="openreg")
-    return torch_openreg._C._kernel_threads_for_testing(operand)
+    return torch_openreg._C._testing.kernel_threads_for_testing(operand)
 
 
 def test_a_small_kernel_keeps_to_its_worker():

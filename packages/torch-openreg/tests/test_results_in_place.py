@@ -23,10 +23,10 @@ CONVOLUTIONS = {
 
 
 def counts_during(fn):
-    before = _C._results_in_place_counts()
+    before = _C._testing.results_in_place_counts()
     result = fn()
     torch.openreg.synchronize()
-    after = _C._results_in_place_counts()
+    after = _C._testing.results_in_place_counts()
     return result, {name: after[name] - before[name] for name in after}
 
 
@@ -106,12 +106,12 @@ def test_a_result_laid_out_unlike_its_output_is_copied_and_the_output_no_longer_
     expected = F.conv3d(image, kernel)
     device_image, device_kernel = image.to("openreg"), kernel.to("openreg")
     for call in range(3):
-        lent_before = _C._scratch_stats()["lent_count"]
+        lent_before = _C._testing.scratch_stats()["lent_count"]
         result, counts = counts_during(lambda: F.conv3d(device_image, device_kernel))
         torch.testing.assert_close(result.cpu(), expected, rtol=0, atol=0)
         assert counts == {"in_place": 0, "copied": 1}
         if call > 0:  # learned: lending this output cannot save the copy
-            assert _C._scratch_stats()["lent_count"] == lent_before
+            assert _C._testing.scratch_stats()["lent_count"] == lent_before
 
 
 def test_lent_device_memory_never_enters_the_scratch_cache():
@@ -122,7 +122,7 @@ def test_lent_device_memory_never_enters_the_scratch_cache():
     baseline = torch.openreg.memory_allocated()
     results = [F.conv2d(device_image, device_kernel, padding=padding) for _ in range(8)]
     torch.openreg.synchronize()
-    stats = _C._scratch_stats()
+    stats = _C._testing.scratch_stats()
     assert stats["lent_count"] > 0
     assert stats["lent_in_use_count"] == 0  # every lent block was given back at its kernel's end
     assert stats["in_use_bytes"] == 0
@@ -143,7 +143,7 @@ def test_a_result_in_another_outputs_memory_is_moved_out_before_stores(order):
     # memory. With order [1, 0] that is result 1: storing result 0 into
     # outputs[0] first would destroy it, unless it is moved out first.
     outputs = [torch.empty(1 << 14, device="openreg") for _ in range(2)]
-    _C._compute_into_for_testing(outputs, order)
+    _C._testing.compute_into_for_testing(outputs, order)
     torch.openreg.synchronize()
     for index, output in enumerate(outputs):
         assert torch.equal(output.cpu(), torch.full((1 << 14,), float(index + 1)))

@@ -19,12 +19,12 @@ def test_a_kernels_own_host_memory_is_reused_by_the_next_kernel():
     image, kernel = conv_operands("openreg")
     F.conv2d(image, kernel, padding=1)  # its result is computed in a 1 MiB host block
     torch.openreg.synchronize()
-    before = _C._scratch_stats()
+    before = _C._testing.scratch_stats()
     assert before["in_use_bytes"] == 0 and before["cached_bytes"] >= 1 << 20
 
     result = F.conv2d(image, kernel, padding=1)
     torch.openreg.synchronize()
-    after = _C._scratch_stats()
+    after = _C._testing.scratch_stats()
     assert after["allocation_count"] == before["allocation_count"]  # nothing new from the C library
     assert after["reuse_count"] > before["reuse_count"]
     assert after["in_use_bytes"] == 0
@@ -32,20 +32,20 @@ def test_a_kernels_own_host_memory_is_reused_by_the_next_kernel():
 
 
 def test_the_programs_own_cpu_tensors_bypass_the_cache():
-    before = _C._scratch_stats()
+    before = _C._testing.scratch_stats()
     block = torch.empty(1 << 22)  # 16 MiB on the host thread, outside any kernel
     block.fill_(1.0)
     del block
-    assert _C._scratch_stats() == before
+    assert _C._testing.scratch_stats() == before
 
 
 def test_empty_cache_returns_cached_host_memory():
     image, kernel = conv_operands("openreg")
     F.conv2d(image, kernel, padding=1)
     torch.openreg.synchronize()
-    assert _C._scratch_stats()["cached_bytes"] > 0
+    assert _C._testing.scratch_stats()["cached_bytes"] > 0
     torch.openreg.empty_cache()
-    stats = _C._scratch_stats()
+    stats = _C._testing.scratch_stats()
     assert stats["cached_bytes"] == 0 and stats["in_use_bytes"] == 0
 
 

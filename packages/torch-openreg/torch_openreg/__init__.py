@@ -9,13 +9,31 @@ module ``torch.openreg``, generates the ``.openreg()`` methods, and loads
 the installed layer packages (amp, distributed, onnx).
 """
 
+import os
 import warnings
 
 import torch
 
 from torch_openreg._build_info import TORCH_VERSION as _BUILT_FOR_TORCH
 
-__all__ = ["_autoload"]
+__all__ = ["_autoload", "get_include", "get_library_dir"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+# LITERALINCLUDE START: TORCH_OPENREG_BUILD_PATHS
+def get_include() -> str:
+    """Directory holding the public kernel API, ``torch_openreg/Kernel.h``.
+
+    A layer package compiles with it and with ``openreg_runtime.get_include()``.
+    """
+    return os.path.join(_PACKAGE_DIR, "include")
+
+
+def get_library_dir() -> str:
+    """Directory holding ``libtorch_openreg.so``: pass it to ``-L`` and the rpath."""
+    return os.path.join(_PACKAGE_DIR, "lib")
+# LITERALINCLUDE END: TORCH_OPENREG_BUILD_PATHS
 
 
 def _torch_matches() -> bool:

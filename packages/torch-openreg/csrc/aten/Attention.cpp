@@ -4,7 +4,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
-#include "aten/native/Attention.h"
+#include "aten/kernels/Attention.h"
 
 // scaled_dot_product_attention asks the device's _fused_sdp_choice_stub, not
 // the _fused_sdp_choice operator (which torch._fused_sdp_choice calls): the

@@ -2,7 +2,7 @@
 // operators, the entry points PyTorch reserves for backends it does not know.
 #include <torch/library.h>
 
-#include "aten/native/Convolution.h"
+#include "aten/kernels/Convolution.h"
 
 namespace torch_openreg {
 

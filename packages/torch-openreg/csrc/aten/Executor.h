@@ -19,25 +19,15 @@ namespace torch_openreg {
 // with the stack untouched, for the operators it cannot run.
 bool runOnDevice(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// Whether Scalar::to<dtype>() would refuse scalar, as a CPU kernel converts
-// a Scalar argument (also true when that cannot be judged here: a quantized
-// dtype, a uint64 beyond int64). The executor runs such calls synchronously
-// (Note [Arguments a queued kernel could refuse]); the host fast path leaves
-// them to it.
-bool scalarOverflows(const at::Scalar& scalar, at::ScalarType dtype);
-
 // OPENREG_DEVICE_EXECUTOR=0 (or setExecutorEnabled(false)) sends every
 // operator without a kernel to the classic CPU fallback: a debugging switch
 // for telling an executor problem from an operator problem.
 bool executorEnabled();
 void setExecutorEnabled(bool enabled);
 
-// An operator's full name, "aten::add.out", as every count reports it.
-std::string operatorName(const c10::OperatorHandle& op);
-
 // Calls per operator that the executor ran without waiting ("async") and
 // that had to wait for their results ("sync": data-dependent shapes,
-// non-tensor results).
+// non-tensor results, first calls with new dtypes).
 struct ExecutorCounts {
   int64_t async = 0;
   int64_t sync = 0;

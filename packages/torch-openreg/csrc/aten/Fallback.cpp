@@ -13,6 +13,7 @@
 #include "aten/Fallback.h"
 
 #include "aten/Executor.h"
+#include "aten/OperatorCall.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/env.h>
@@ -28,11 +29,10 @@ namespace {
 
 FallbackMode modeFromEnvironment() {
   auto value = c10::utils::get_env("OPENREG_FALLBACK");
-  if (!value.has_value() || *value == "warn") return FallbackMode::Warn;
-  if (*value == "silent") return FallbackMode::Silent;
-  if (*value == "error") return FallbackMode::Error;
-  TORCH_WARN("OPENREG_FALLBACK=", *value, " is not one of warn, silent, error; using warn");
-  return FallbackMode::Warn;
+  if (!value.has_value()) return FallbackMode::Warn;
+  std::optional<FallbackMode> mode = parseFallbackMode(*value);
+  if (!mode.has_value()) TORCH_WARN("OPENREG_FALLBACK=", *value, " is not one of warn, silent, error; using warn");
+  return mode.value_or(FallbackMode::Warn);
 }
 
 std::atomic<FallbackMode> mode{modeFromEnvironment()};
@@ -106,6 +106,23 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 // LITERALINCLUDE END: CPU_FALLBACK
 
+// LITERALINCLUDE START: EXECUTOR_REPLACES_COMPOSITES
+// Note [Composite kernels the executor replaces]
+// A few operators have a CompositeExplicitAutograd kernel written in terms
+// of other operators, which PyTorch gives every backend without a kernel of
+// its own: native_layer_norm becomes batch_norm and addcmul, native_group_norm
+// a chain of reductions, addr an outer product and an add. The CPU (like
+// CUDA) has a fused kernel for each, and the decompositions round
+// differently and cost several launches. Registered here, these operators
+// run the CPU's kernel through the executor instead. (Structured operators'
+// functional kernels are composite too, but they call the out= kernel.)
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&globalFallback>());
+  }
+}
+// LITERALINCLUDE END: EXECUTOR_REPLACES_COMPOSITES
+
 // LITERALINCLUDE START: AUTOCAST_FALLTHROUGH
 // Operators without an autocast policy (openreg-amp registers the policies)
 // pass straight through the AutocastPrivateUse1 key.
@@ -133,8 +150,23 @@ void cpuFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   cpuFallback(op, stack);
 }
 
-void globalFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  globalFallback(op, stack);
+std::optional<FallbackMode> parseFallbackMode(const std::string& name) {
+  if (name == "warn") return FallbackMode::Warn;
+  if (name == "silent") return FallbackMode::Silent;
+  if (name == "error") return FallbackMode::Error;
+  return std::nullopt;
+}
+
+const char* fallbackModeName(FallbackMode mode) {
+  switch (mode) {
+    case FallbackMode::Warn:
+      return "warn";
+    case FallbackMode::Silent:
+      return "silent";
+    case FallbackMode::Error:
+      return "error";
+  }
+  return "warn";
 }
 
 }  // namespace torch_openreg

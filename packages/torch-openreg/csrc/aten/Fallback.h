@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace torch_openreg {
@@ -17,11 +18,9 @@ std::map<std::string, int64_t> fallbackCounts();
 void resetFallbackCounts();
 FallbackMode fallbackMode();
 void setFallbackMode(FallbackMode mode);
-
-// The global fallback as a boxed kernel: the device executor, else the CPU
-// fallback. Also registered by name for operators whose default kernel
-// openreg replaces (Note [Composite kernels the executor replaces]).
-void globalFallbackKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// "warn", "silent", "error" (OPENREG_FALLBACK, torch.openreg.set_fallback_mode).
+std::optional<FallbackMode> parseFallbackMode(const std::string& name);
+const char* fallbackModeName(FallbackMode mode);
 
 // The CPU fallback as a boxed kernel, for an operator sent to the CPU on
 // purpose: m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallbackKernel>()).

@@ -1,12 +1,12 @@
 // Minimal.cpp - registration scenario "built-in ATen operators": the minimal
 // set of kernels a PrivateUse1 backend registers before anything else works.
-// Each entry binds an aten operator to a kernel in aten/native/, or to
+// Each entry binds an aten operator to a kernel in aten/kernels/, or to
 // PyTorch's own kernel where that one is device-generic.
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <torch/library.h>
 
-#include "aten/native/Minimal.h"
+#include "aten/kernels/Minimal.h"
 
 namespace torch_openreg {
 
@@ -36,7 +36,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 namespace torch_openreg {
 
 // LITERALINCLUDE START: MATH_BITS_FALLTHROUGH
-// _copy_from handles conjugated and negated views itself (native/Copy.cpp).
+// _copy_from handles conjugated and negated views itself (kernels/Copy.cpp).
 // Without these fallthroughs, PyTorch would resolve the bit first by cloning
 // the view, and cloning on openreg copies through _copy_from: an endless loop.
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {

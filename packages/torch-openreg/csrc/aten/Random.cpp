@@ -3,7 +3,7 @@
 // generator and ignore torch.openreg.manual_seed).
 #include <torch/library.h>
 
-#include "aten/native/Random.h"
+#include "aten/kernels/Random.h"
 
 namespace torch_openreg {
 

@@ -2,7 +2,7 @@
 // nn.GRU use on accelerators; PyTorch has them for CUDA only.
 #include <torch/library.h>
 
-#include "aten/native/Recurrent.h"
+#include "aten/kernels/Recurrent.h"
 
 namespace torch_openreg {
 

@@ -1,21 +1,24 @@
-// Module.cpp - torch_openreg._C: the few entry points the Python device
-// module (torch.openreg) needs that PyTorch's generic APIs do not provide.
+// Module.cpp - the contents of torch_openreg._C: the few entry points the
+// Python device module (torch.openreg) needs that PyTorch's generic APIs do
+// not provide. Compiled into libtorch_openreg.so; ModuleInit.cpp is _C.
 // Everything reachable through torch.accelerator, torch.Stream or
 // torch.Event is deliberately not duplicated here.
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <c10/core/DeviceGuard.h>
+#include <torch_openreg/Check.h>
+
+#include <optional>
+
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
-#include "aten/native/Launch.h"
-#include "aten/native/ResultsInPlace.h"
-#include <c10/core/DeviceGuard.h>
-
-#include "runtime/Check.h"
+#include "fast/ScratchAllocator.h"
+#include "python/Module.h"
+#include "python/TestingHooks.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
-#include "runtime/ScratchAllocator.h"
 #include "runtime/Serialization.h"
 #include "runtime/Stream.h"
 
@@ -23,22 +26,6 @@ namespace py = pybind11;
 
 namespace torch_openreg {
 namespace {
-
-FallbackMode parseMode(const std::string& name) {
-  if (name == "warn") return FallbackMode::Warn;
-  if (name == "silent") return FallbackMode::Silent;
-  if (name == "error") return FallbackMode::Error;
-  TORCH_CHECK_VALUE(false, "fallback mode must be 'warn', 'silent' or 'error', not '", name, "'");
-}
-
-const char* modeName(FallbackMode mode) {
-  switch (mode) {
-    case FallbackMode::Warn: return "warn";
-    case FallbackMode::Silent: return "silent";
-    case FallbackMode::Error: return "error";
-  }
-  return "warn";
-}
 
 // The caching allocator's statistics under the keys torch.cuda.memory_stats
 // uses ("allocated_bytes.all.current", ...), so tools written for CUDA read them.
@@ -82,8 +69,9 @@ c10::Stream streamOf(int64_t id, int device) {
 }  // namespace
 }  // namespace torch_openreg
 
-PYBIND11_MODULE(_C, m) {
-  using namespace torch_openreg;
+namespace torch_openreg {
+
+void bindModule(py::module_ m) {
   m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) { setDevice(static_cast<c10::DeviceIndex>(device)); });
@@ -119,28 +107,7 @@ PYBIND11_MODULE(_C, m) {
     deviceAllocator()->emptyCache({0, 0});
     emptyScratchCache();
   });
-  m.def("_scratch_stats", [] {
-    ScratchStats s = scratchStats();
-    py::dict out;
-    out["in_use_bytes"] = s.inUseBytes;
-    out["cached_bytes"] = s.cachedBytes;
-    out["allocation_count"] = s.allocationCount;
-    out["reuse_count"] = s.reuseCount;
-    out["lent_count"] = s.lentCount;
-    out["lent_in_use_count"] = s.lentInUseCount;
-    return out;
-  });
-  m.def("_results_in_place_counts", [] {
-    ResultsInPlaceCounts c = resultsInPlaceCounts();
-    py::dict out;
-    out["in_place"] = c.inPlace;
-    out["copied"] = c.copied;
-    return out;
-  });
-  m.def("_compute_into_for_testing", [](std::vector<at::Tensor> outputs, std::vector<int64_t> order) {
-    computeIntoForTesting(outputs, std::move(order));
-  });
-  m.def("_kernel_threads_for_testing", [](const at::Tensor& operand) { return kernelThreadsForTesting(operand); });
+  bindTestingHooks(m.def_submodule("_testing", "Hooks for the speed layers' tests; not an API."));
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
@@ -155,8 +122,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_executor_counts", [] { resetExecutorCounts(); });
   m.def("_set_executor_enabled", [](bool on) { setExecutorEnabled(on); });
   m.def("_executor_enabled", [] { return executorEnabled(); });
-  m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseMode(mode)); });
-  m.def("_get_fallback_mode", [] { return std::string(modeName(fallbackMode())); });
+  m.def("_set_fallback_mode", [](const std::string& name) {
+    std::optional<FallbackMode> mode = parseFallbackMode(name);
+    TORCH_CHECK_VALUE(mode.has_value(), "fallback mode must be 'warn', 'silent' or 'error', not '", name, "'");
+    setFallbackMode(*mode);
+  });
+  m.def("_get_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });
   m.def("_get_layout_tag", [](const at::Tensor& t) { return layoutTag(t); });
 }
+
+}  // namespace torch_openreg

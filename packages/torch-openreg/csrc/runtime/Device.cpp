@@ -4,11 +4,10 @@
 #include <array>
 #include <atomic>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
 
 namespace torch_openreg {
 namespace {
-constexpr int kMaxDevices = 64;
 std::array<std::atomic<bool>, kMaxDevices> initialized{};
 }  // namespace
 

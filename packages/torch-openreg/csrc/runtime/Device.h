@@ -7,6 +7,10 @@
 
 namespace torch_openreg {
 
+// The most devices the backend keeps per-device tables for; the runtime
+// refuses an OPENREG_DEVICE_COUNT above it.
+constexpr int kMaxDevices = 64;
+
 // Number of devices; 0 (never an exception) if the runtime cannot start.
 c10::DeviceIndex deviceCount() noexcept;
 c10::DeviceIndex currentDevice();

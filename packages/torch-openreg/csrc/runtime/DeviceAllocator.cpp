@@ -26,8 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
+
 #include "runtime/Device.h"
+#include "runtime/Event.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
@@ -125,15 +127,7 @@ class DeviceCache {
     }
     // Note [How the caching allocator reuses memory]: wait for other streams.
     for (orStream_t stream : block->otherStreams) {
-      // The event belongs to the stream's device, which may not be this one.
-      int streamDevice = 0;
-      OPENREG_CHECK(orStreamGetDevice(stream, &streamDevice));
-      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1,
-                                         static_cast<c10::DeviceIndex>(streamDevice)));
-      orEvent_t event = nullptr;
-      OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-      OPENREG_CHECK(orEventRecord(event, stream));
-      pending_.emplace_back(event, block);
+      pending_.emplace_back(RecordedEvent(stream), block);
       ++block->pendingEvents;
     }
     block->otherStreams.clear();
@@ -342,12 +336,10 @@ class DeviceCache {
   // Returns blocks whose other-stream work has finished to their pools.
   void completeFinishedFrees() {
     for (auto it = pending_.begin(); it != pending_.end();) {
-      orError_t status = orEventQuery(it->first);
-      if (status == orErrorNotReady) {
+      if (!it->first.completed()) {
         ++it;
         continue;
       }
-      orEventDestroy(it->first);
       finishPendingFree(it->second);
       it = pending_.erase(it);
     }
@@ -355,8 +347,7 @@ class DeviceCache {
 
   void waitForAllFrees() {
     for (auto& [event, block] : pending_) {
-      orEventSynchronize(event);  // a sticky error must not leak the block
-      orEventDestroy(event);
+      event.waitQuietly();  // a sticky error must not leak the block
       finishPendingFree(block);
     }
     pending_.clear();
@@ -366,7 +357,7 @@ class DeviceCache {
   const bool caching_;
   std::mutex mutex_;
   Pool small_, large_;
-  std::deque<std::pair<orEvent_t, Block*>> pending_;
+  std::deque<std::pair<RecordedEvent, Block*>> pending_;
   DeviceStats stats_;
 };
 

@@ -11,7 +11,7 @@ at::Generator newGenerator(c10::DeviceIndex device);
 
 // Draws, at launch and in program order, the seed of one random kernel's
 // private CPU generator from gen (or device's default generator). See Note
-// [Random numbers on openreg streams] in aten/native/Random.cpp.
+// [Random numbers on openreg streams] in aten/kernels/Random.cpp.
 uint64_t drawKernelSeed(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 }  // namespace torch_openreg

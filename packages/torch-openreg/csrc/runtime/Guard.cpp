@@ -7,8 +7,10 @@
 // must not throw; events are created lazily on first record).
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
+
 #include "runtime/Device.h"
+#include "runtime/Event.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Stream.h"
 
@@ -82,9 +84,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (*event == nullptr) {
       // PyTorch's default events do not time, as on CUDA; BACKEND_DEFAULT does.
       unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming;
-      onDevice(stream.device_index(), [&] {
-        OPENREG_CHECK(orEventCreateWithFlags(reinterpret_cast<orEvent_t*>(event), flags));
-      });
+      *event = createEvent(stream.device_index(), flags);
     }
     OPENREG_CHECK(orEventRecord(asEvent(*event), nativeStream(stream)));
   }

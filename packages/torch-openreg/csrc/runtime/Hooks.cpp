@@ -5,7 +5,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
+
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"

@@ -10,48 +10,26 @@
 
 #include <c10/core/DeviceGuard.h>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
+
 #include "runtime/Device.h"
+#include "runtime/Event.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
 namespace {
 
-// An owned orEvent_t: the caching host allocator moves these around.
-class HostEvent {
- public:
-  HostEvent() = default;
-  explicit HostEvent(c10::Stream stream) {
-    c10::DeviceGuard guard(stream.device());
-    OPENREG_CHECK(orEventCreateWithFlags(&handle_, orEventDisableTiming));
-    OPENREG_CHECK(orEventRecord(handle_, nativeStream(stream)));
-  }
-  HostEvent(HostEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  HostEvent& operator=(HostEvent&& other) noexcept {
-    std::swap(handle_, other.handle_);
-    return *this;
-  }
-  ~HostEvent() { orEventDestroy(handle_); }
-
-  // A sticky kernel error also counts as completed: the faulted device runs
-  // nothing more, and the error surfaces at the next synchronising call.
-  bool completed() const { return orEventQuery(handle_) != orErrorNotReady; }
-
- private:
-  orEvent_t handle_ = nullptr;
-};
-
 // LITERALINCLUDE START: HOST_ALLOCATOR_HOOKS
-struct OpenRegHostAllocatorImpl final : at::CachingHostAllocatorImpl<c10::Stream, HostEvent> {
+struct OpenRegHostAllocatorImpl final : at::CachingHostAllocatorImpl<c10::Stream, RecordedEvent> {
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
     OPENREG_CHECK(orMallocHost(ptr, size));
   }
   void free_block(at::HostBlock<c10::Stream>* block) override { OPENREG_CHECK(orFreeHost(block->ptr_)); }
-  void record_stream(std::optional<std::vector<HostEvent>>& events, c10::Stream stream) override {
-    events->emplace_back(stream);
+  void record_stream(std::optional<std::vector<RecordedEvent>>& events, c10::Stream stream) override {
+    events->emplace_back(nativeStream(stream));
   }
-  bool query_event(HostEvent& event) override { return event.completed(); }
+  bool query_event(RecordedEvent& event) override { return event.completed(); }
   c10::Stream get_current_stream() const override { return currentStream(currentDevice()); }
   bool stream_is_capturing(c10::Stream) const override { return false; }
 };

@@ -6,7 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/Check.h"
+#include <torch_openreg/Check.h>
+
 #include "runtime/Device.h"
 
 namespace torch_openreg {
@@ -14,7 +15,6 @@ namespace {
 
 constexpr int kPoolSize = 8;        // streams per device and priority
 constexpr int kPriorityLevels = 2;  // 0 (normal) and -1 (high)
-constexpr int kMaxDevices = 64;
 
 struct Pool {
   std::once_flag created;

@@ -1,0 +1,96 @@
+// Launch.cpp - the plain launch: the public launchKernel
+// (torch_openreg/Kernel.h) and the device views its kernels see (Note
+// [Running CPU kernels on device memory] in Launch.h). With fast paths on,
+// launchKernel hands over to the speed layer's launch (fast/FastLaunch.h)
+// after the same checks.
+#include "aten/kernels/Launch.h"
+
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
+#include <openreg/openreg.hpp>
+#include <torch_openreg/Kernel.h>
+
+#include <utility>
+
+#include "fast/FastLaunch.h"
+#include "fast/FastPaths.h"
+#include "runtime/Stream.h"
+
+namespace torch_openreg {
+namespace {
+
+size_t spanBytes(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return static_cast<size_t>(last + 1) * t.element_size();
+}
+
+// The device a launch runs on: its first tensor's (Kernel.h's checks).
+c10::DeviceIndex kernelDevice(const char* name, const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(!tensors.empty(), "openreg kernel ", name, ": launched over no tensors; a kernel runs on the "
+              "stream of its first tensor's device");
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(isOpenRegTensor(t), "openreg kernel ", name, ": expected defined openreg tensors, got ",
+                t.defined() ? "a tensor on " + t.device().str() : std::string("an undefined tensor"),
+                "; move CPU operands to the device first, or pass them to the kernel by value");
+  }
+  return tensors.front().device().index();
+}
+
+// A plain kernel: the descriptions of its tensors and its body.
+struct PlainKernel {
+  c10::SmallVector<DeviceView, 4> operands;
+  KernelBody body;
+
+  void operator()() {
+    std::vector<at::Tensor> views;
+    views.reserve(operands.size());
+    for (const DeviceView& operand : operands) views.push_back(cpuView(operand));
+    auto call = [&] { body(views); };
+    runKernelBody(call);
+  }
+};
+
+}  // namespace
+
+void describeInto(DeviceView& view, const at::Tensor& t) {
+  view.data = t.data_ptr();
+  view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  view.strides.assign(t.strides().begin(), t.strides().end());
+  view.dtype = t.scalar_type();
+  view.span = spanBytes(t);
+  view.conj = t.is_conj();
+  view.neg = t.is_neg();
+}
+
+at::Tensor cpuView(const DeviceView& view) {
+  void* host = view.span == 0 ? nullptr : openreg::translate(static_cast<char*>(view.data), view.span);
+  // What at::from_blob builds, without its general path (resolving the
+  // options, computing the storage size from the strides again).
+  c10::Storage storage(c10::Storage::use_byte_size_t(), view.span, c10::DataPtr(host, c10::Device(at::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor cpu = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKey::CPU,
+                                                            c10::scalarTypeToTypeMeta(view.dtype));
+  cpu.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes, view.strides);
+  if (view.conj) cpu = cpu._conj();
+  if (view.neg) cpu = cpu._neg_view();
+  return cpu;
+}
+
+// LITERALINCLUDE START: PLAIN_LAUNCH
+void launchKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body) {
+  c10::DeviceIndex device = kernelDevice(name, tensors);
+  if (fastPathsEnabled()) {
+    fast::launchErased(name, device, tensors, std::move(body));
+    return;
+  }
+  PlainKernel kernel{{}, std::move(body)};
+  for (const at::Tensor& t : tensors) describeInto(kernel.operands.emplace_back(), t);
+  OPENREG_CHECK(openreg::launch(currentNativeStream(device), name, std::move(kernel)));
+}
+// LITERALINCLUDE END: PLAIN_LAUNCH
+
+orStream_t currentNativeStream(c10::DeviceIndex device) { return nativeStream(currentStream(device)); }
+
+}  // namespace torch_openreg

@@ -1,0 +1,55 @@
+// Kernel.h - torch-openreg's public kernel API: what a package outside
+// torch-openreg (openreg-amp, openreg-distributed, a vendor's extension)
+// needs to run its own code as a kernel over openreg tensors. Not here: how
+// torch-openreg registers or speeds up its own operators (private sources).
+//
+// Build against it with torch_openreg.get_include() and link
+// libtorch_openreg.so from torch_openreg.get_library_dir().
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <openreg/openreg.h>
+
+#include <functional>
+#include <vector>
+
+#include <torch_openreg/Check.h>
+#include <torch_openreg/Export.h>
+#include <torch_openreg/Version.h>
+
+namespace torch_openreg {
+
+// LITERALINCLUDE START: KERNEL_API
+// A kernel body. It runs later, on the stream's worker thread, and receives
+// one CPU tensor per launched tensor, in order: same sizes, strides, dtype
+// and conjugate/negative bits, over the device memory as the runtime
+// translates it for the kernel. The views are valid only while the body
+// runs; the body must not keep them, nor touch any other openreg tensor.
+using KernelBody = std::function<void(std::vector<at::Tensor>& views)>;
+
+// Queues body as a kernel named `name` on the current openreg stream of the
+// first tensor's device, after the work queued there before, and returns at
+// once. Other tensors may be on other openreg devices: the kernel reaches
+// them as a CUDA kernel reaches peer memory (the operator checks devices,
+// as PyTorch's generated code does for CUDA kernels). The launched tensors
+// may be freed before the kernel runs: the caching allocator hands their
+// memory only to work queued after it on that stream, as CUDA's does.
+// Checked on the host, raising c10::Error:
+//  - tensors holds at least one tensor, every one a defined openreg tensor;
+//  - the runtime accepted the launch (OPENREG_CHECK): a sticky error left
+//    by an earlier kernel on the device is reported here.
+// An exception thrown by body fails the kernel; its message, naming the
+// kernel, is raised by the next synchronising call on the device, as a
+// device-side assertion is on CUDA. Thread-safe.
+TORCH_OPENREG_API void launchKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body);
+
+// The current openreg stream of device as the runtime's handle, for calling
+// libopenreg directly (orMemcpyAsync, orEventRecord, ...). torch-openreg
+// owns the handle; it stays valid until the process exits.
+TORCH_OPENREG_API orStream_t currentNativeStream(c10::DeviceIndex device);
+
+// Whether t is a defined tensor on an openreg device.
+inline bool isOpenRegTensor(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
+// LITERALINCLUDE END: KERNEL_API
+
+}  // namespace torch_openreg
