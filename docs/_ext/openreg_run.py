@@ -48,6 +48,7 @@ def scrub(text: str, workdir: str) -> str:
     the repository, the Python installation and PyTorch's build machine."""
     replacements = [
         (workdir + os.sep, ""),
+        (workdir, "."),
         (str(ROOT) + os.sep, ""),
         (sysconfig.get_paths()["stdlib"] + os.sep, "lib/python3.11/"),
         ("/__w/pytorch/pytorch/", "pytorch/"),
@@ -66,8 +67,9 @@ def snippet_environment(settings: list[str]) -> dict:
     return env
 
 
-def run_snippet(code: str, file: str | None, settings: list[str], args: list[str]) -> tuple[int | None, str]:
-    """Exit status (None on timeout) and scrubbed output of one run."""
+def run_snippet(code: str, file: str | None, settings: list[str], args: list[str]) -> tuple[int | None, str, float]:
+    """Exit status (None on timeout), scrubbed output and seconds taken of one run."""
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="openreg-run-") as workdir:
         if file:
             Path(workdir, file).write_text(code)
@@ -80,8 +82,8 @@ def run_snippet(code: str, file: str | None, settings: list[str], args: list[str
                                       timeout=TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired as expired:
             output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
-            return None, scrub(output, workdir)
-        return finished.returncode, scrub(finished.stdout, workdir)
+            return None, scrub(output, workdir), time.monotonic() - started
+        return finished.returncode, scrub(finished.stdout, workdir), time.monotonic() - started
 
 
 class snippet_output(nodes.General, nodes.Element):
@@ -151,9 +153,8 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """Replaces each placeholder with the output of its run, waiting for it."""
     for placeholder in list(doctree.findall(snippet_output)):
         key, expected = placeholder["key"], placeholder["returncode"]
-        started = time.monotonic()
-        returncode, output = start_run(key).result()
-        logger.verbose("openreg-run %s:%s waited %.1f s", key[4], key[5], time.monotonic() - started)
+        returncode, output, seconds = start_run(key).result()
+        logger.verbose("openreg-run %s:%s took %.1f s", key[4], key[5], seconds)  # shown with -v
         if returncode != expected:
             status = "timed out" if returncode is None else f"exited with status {returncode}"
             logger.warning("openreg-run: the snippet %s, expected %d; its output:\n%s", status, expected,

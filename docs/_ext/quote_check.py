@@ -28,18 +28,20 @@ def load_docs_check():
 
 
 def report_problems(app: Sphinx) -> None:
-    problems, quote_count, marker_count = load_docs_check().check(ROOT)
+    root = Path(app.config.quote_check_root)
+    problems, quote_count, marker_count = load_docs_check().check(root)
     for problem in problems:
         match = LOCATION.match(problem)
         if match is None:
             logger.warning("quote check: %s", problem)
         else:  # "file:line:" becomes the warning's location, as for any other warning
-            location = f"{ROOT / match['path']}:{match['line']}"
+            location = f"{root / match['path']}:{match['line']}"
             logger.warning("quote check: %s", match["problem"], location=location)
     logger.info("quote check: %d quotes, %d markers, %d problems", quote_count, marker_count,
                 len(problems))
 
 
 def setup(app: Sphinx) -> dict:
+    app.add_config_value("quote_check_root", str(ROOT), "env")  # the repository to check
     app.connect("builder-inited", report_problems)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
