@@ -384,3 +384,35 @@ def test_blocking_copies_from_pageable_memory_wait():
         back = on_device.cpu()
     assert torch.equal(back, source)
     assert torch.openreg.current_stream().query()
+
+
+# ------------------------------------------------------ impossible sizes
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.UntypedStorage(-5, device="openreg"),
+    lambda: torch.UntypedStorage(8, device="openreg").resize_(-1),
+    lambda: torch.UntypedStorage(8, device="openreg").resize_(-512),
+    lambda: torch.UntypedStorage(1 << 62, device="openreg"),
+], ids=["new_negative", "resize_negative", "resize_negative_block", "exabytes"])
+def test_a_size_no_device_holds_is_out_of_memory(clean_cache, make):
+    # Rounding such a size to blocks or segments must not wrap around to a
+    # small block that aliases the next allocation (as CUDA, an OOM error).
+    neighbour = torch.arange(256, dtype=torch.float32, device="openreg")
+    with pytest.raises(torch.OutOfMemoryError, match="openreg out of memory. Tried to allocate"):
+        make()
+    after = torch.arange(256, dtype=torch.float32, device="openreg").mul_(2)
+    torch.testing.assert_close(neighbour.cpu(), torch.arange(256, dtype=torch.float32))
+    torch.testing.assert_close(after.cpu(), torch.arange(256, dtype=torch.float32) * 2)
+
+
+def test_a_view_of_an_emptied_storage_says_so_without_faulting():
+    base = torch.arange(10.0, device="openreg")
+    view = base[2:]
+    base.untyped_storage().resize_(0)
+    for use in (lambda: view.cpu(), lambda: view.sum(), lambda: view + 1, lambda: view.clone()):
+        with pytest.raises(RuntimeError, match="storage is empty or too small: it holds 0 bytes"):
+            use()
+    # The device did not fault: work goes on, with no sticky error.
+    torch.openreg.synchronize()
+    assert (torch.ones(3, device="openreg") * 2).cpu().tolist() == [2.0, 2.0, 2.0]

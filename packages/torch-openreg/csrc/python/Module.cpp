@@ -90,6 +90,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_device", [](int device) {
     return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
   });
+  m.def("_check_device_index", [](int device) { checkDeviceIndex(device); });
   m.def("_has_primary_context", [](int device) { return deviceInitialized(static_cast<c10::DeviceIndex>(device)); });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(
@@ -141,6 +142,20 @@ PYBIND11_MODULE(_C, m) {
     computeIntoForTesting(outputs, std::move(order));
   });
   m.def("_kernel_threads_for_testing", [](const at::Tensor& operand) { return kernelThreadsForTesting(operand); });
+  // A Python kernel's CPU views of device memory (ops/launch.py) are valid
+  // only while the kernel runs: afterwards they, and every view of them,
+  // let go of the memory and raise on any access to their data, so a view
+  // the kernel let escape cannot reach device memory from the host.
+  m.def("_revoke_kernel_views", [](const std::vector<at::Tensor>& views, const std::string& kernel) {
+    for (const at::Tensor& view : views) {
+      c10::StorageImpl* storage = view.storage().unsafeGetStorageImpl();
+      storage->reset();
+      storage->release_data_and_set_meta_custom_data_ptr_error_msg_(c10::str(
+          "this CPU view of openreg device memory was made for kernel '", kernel,
+          "' and was valid only while that kernel ran; copy what you need inside the kernel "
+          "(view.clone()), or return device tensors and read them with .cpu()"));
+    }
+  });
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
