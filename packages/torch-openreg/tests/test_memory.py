@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import openreg_runtime
 import pytest
 import torch
 
@@ -303,6 +304,29 @@ def test_record_stream_of_another_device(clean_cache, gate):
     g.open()
     other.synchronize()
     assert torch.empty(1000, device="openreg:0").data_ptr() == pointer
+
+
+def test_freeing_a_block_used_on_a_faulted_device_loses_nothing(clean_cache):
+    # The free records an event on every stream that used the block; on a
+    # faulted device that record fails, and the free (a deleter, which must
+    # not throw) releases the block at once: the device skips its work.
+    x = torch.ones(1024, device="openreg:0")
+    on1 = torch.openreg.Stream(1)
+    x.record_stream(on1)
+    failing = torch.empty(8, device="openreg:1")
+    failing.random_(5, 2)  # from >= to: the kernel fails on device 1
+    with pytest.raises(RuntimeError, match="sticky"):
+        torch.openreg.synchronize(1)
+    try:
+        del x
+        assert torch.openreg.memory_allocated(0) == 0
+        y = torch.ones(1024, device="openreg:0")  # the block is reusable
+        assert y.sum().item() == 1024.0
+        del y
+    finally:
+        with torch.openreg.device(1):
+            openreg_runtime.device_reset()
+    del failing
 
 
 def test_record_stream_on_a_view_and_the_current_stream(clean_cache):

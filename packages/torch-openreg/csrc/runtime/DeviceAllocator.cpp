@@ -146,11 +146,17 @@ class DeviceCache {
                                          static_cast<c10::DeviceIndex>(streamDevice)));
       orEvent_t event = nullptr;
       OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-      OPENREG_CHECK(orEventRecord(event, stream));
+      if (orEventRecord(event, stream) != orSuccess) {
+        // The stream's device is faulted (sticky): its queued work is
+        // skipped, so nothing there touches the block any more.
+        orEventDestroy(event);
+        continue;
+      }
       pending_.emplace_back(event, block);
       ++block->pendingEvents;
     }
     block->otherStreams.clear();
+    if (block->pendingEvents == 0) release(block);
   }
 
   void recordStream(Block* block, orStream_t stream) {

@@ -114,9 +114,12 @@ void copyBetweenDevices(const at::Tensor& dst, const at::Tensor& src) {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
     orEvent_t event = nullptr;
     OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-    OPENREG_CHECK(orEventRecord(event, from));
-    OPENREG_CHECK(orStreamWaitEvent(to, event));
-    OPENREG_CHECK(orEventDestroy(event));  // waits already queued still happen
+    // A faulted device fails the record or the wait (its sticky error); the
+    // event is destroyed either way. Waits already queued still happen.
+    orError_t status = orEventRecord(event, from);
+    if (status == orSuccess) status = orStreamWaitEvent(to, event);
+    orEventDestroy(event);
+    OPENREG_CHECK(status);
   };
   handOver(srcStream, dstStream, src.device().index());
   copyWithinDevice(dst, src);
