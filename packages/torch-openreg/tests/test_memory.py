@@ -374,6 +374,27 @@ def test_non_blocking_d2h_into_pinned_memory_returns_before_completion(gate):
     assert torch.equal(destination, torch.arange(50_000, dtype=torch.int64))
 
 
+def test_freeing_pinned_memory_a_faulted_device_used_loses_nothing():
+    # Freeing a pinned block records an event on each stream that used it;
+    # on a faulted device that record fails, and the free must not throw.
+    host = torch.ones(1000).pin_memory()
+    with torch.openreg.device(1):
+        on_device = host.to("openreg:1", non_blocking=True)
+        torch.openreg.synchronize(1)
+        failing = torch.empty(8, device="openreg:1")
+        failing.random_(5, 2)  # from >= to: the kernel fails on device 1
+        with pytest.raises(RuntimeError, match="sticky"):
+            torch.openreg.synchronize(1)
+    try:
+        del host
+        again = torch.ones(1000).pin_memory()
+        assert again.is_pinned() and again.sum().item() == 1000.0
+    finally:
+        with torch.openreg.device(1):
+            openreg_runtime.device_reset()
+    del on_device, failing
+
+
 def test_non_blocking_to_cpu_gives_pinned_memory(gate):
     on_device = torch.arange(1000, dtype=torch.float32, device="openreg")
     g = gate(torch.openreg.current_stream())

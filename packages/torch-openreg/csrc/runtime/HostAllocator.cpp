@@ -24,7 +24,10 @@ class HostEvent {
   explicit HostEvent(c10::Stream stream) {
     c10::DeviceGuard guard(stream.device());
     OPENREG_CHECK(orEventCreateWithFlags(&handle_, orEventDisableTiming));
-    OPENREG_CHECK(orEventRecord(handle_, nativeStream(stream)));
+    // On a faulted device the record fails with the sticky error: left
+    // unrecorded, the event counts as completed, since the device runs
+    // nothing more. Not thrown: the allocator records events while freeing.
+    orEventRecord(handle_, nativeStream(stream));
   }
   HostEvent(HostEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
   HostEvent& operator=(HostEvent&& other) noexcept {
