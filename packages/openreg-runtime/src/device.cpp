@@ -6,6 +6,7 @@
 // creates each device's memory mapping and default stream.
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,6 +50,26 @@ bool parseSize(const char* text, size_t* out) {
   return false;
 }
 
+// OPENREG_LAUNCH_BLOCKING as users of CUDA_LAUNCH_BLOCKING write it: "1",
+// "true" or "yes" (any case, spaces trimmed) turn it on; "0", "false",
+// "no" or nothing leave it off; anything else warns and leaves it off.
+bool parseLaunchBlocking(const char* text) {
+  std::string value(text);
+  auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!value.empty() && blank(value.back())) value.pop_back();
+  size_t first = 0;
+  while (first < value.size() && blank(value[first])) ++first;
+  value.erase(0, first);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "1" || value == "true" || value == "yes") return true;
+  if (value.empty() || value == "0" || value == "false" || value == "no") return false;
+  std::fprintf(stderr,
+               "openreg warning: OPENREG_LAUNCH_BLOCKING=%s is not understood; launches stay "
+               "asynchronous (set it to 1, true or yes to make every launch synchronous)\n",
+               text);
+  return false;
+}
+
 void onForkChild() {
   if (initialised.load()) forkedChild.store(true);
 }
@@ -88,7 +109,7 @@ Config readConfig() {
   size_t page = platformPageSize();
   config.capacity = (config.capacity + page - 1) / page * page;
   if (const char* text = std::getenv("OPENREG_LAUNCH_BLOCKING")) {
-    config.launchBlocking = std::strcmp(text, "1") == 0;
+    config.launchBlocking = parseLaunchBlocking(text);
   }
   // LITERALINCLUDE END: OR_ENV_CONFIG
   return config;
@@ -114,7 +135,10 @@ Runtime* start() {
     std::string error;
     if (!platformMapDevice(index, cfg.capacity, &mapping, &error)) {
       rt->initError = orErrorInitializationError;
-      rt->initMessage = "cannot create openreg device memory: " + error;
+      rt->initMessage = format("cannot create openreg device memory: %s; lower "
+                               "OPENREG_DEVICE_MEMORY (each of the %d devices reserves %zu bytes "
+                               "of address space; a limit such as ulimit -v may be lower)",
+                               error.c_str(), cfg.count, cfg.capacity);
       rt->devices.clear();
       return rt;
     }
@@ -142,9 +166,9 @@ orError_t ensureInit() {
   if (forkedChild.load()) {
     // The same words as CUDA's, so users and tools recognise the situation.
     return fail(orErrorInitializationError,
-                "Cannot re-initialize openreg in forked subprocess (openreg was initialised "
-                "in the parent, and its worker threads do not survive fork). To use openreg "
-                "with multiprocessing, you must use the 'spawn' start method");
+                "Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with "
+                "multiprocessing, you must use the 'spawn' start method (OpenReg was "
+                "initialised in the parent, and its worker threads do not survive fork)");
   }
   return orSuccess;
 }
@@ -236,6 +260,7 @@ orError_t orDeviceSynchronize(void) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
   Device& device = *runtime().devices[currentDevice()];
+  if (waitsForRunningKernel(device.index)) return refuseWaitForRunningKernel("orDeviceSynchronize");
   uint64_t start = tracing() ? nowNs() : 0;
   status = device.synchronize();
   if (start != 0) {
@@ -249,6 +274,7 @@ orError_t orDeviceReset(void) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
   Device& device = *runtime().devices[currentDevice()];
+  if (waitsForRunningKernel(device.index)) return refuseWaitForRunningKernel("orDeviceReset");
   device.synchronize();  // queued work is skipped while the error stands
   device.clearSticky();
   return orSuccess;

@@ -87,6 +87,9 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
                        "stream to device %d; record it on a stream of device %d",
                        event->device, stream->device.index, event->device));
   }
+  // A faulted device's work is skipped: a capture of it would complete
+  // without the work, so report the fault here (Note [Sticky errors]).
+  if ((status = stream->device.checkSticky()) != orSuccess) return status;
   auto capture = std::make_shared<EventCapture>();
   capture->progress = stream->progress;
   capture->device = stream->device.index;
@@ -121,6 +124,10 @@ orError_t orEventSynchronize(orEvent_t handle) {
   if (status != orSuccess) return status;
   auto capture = event->current();
   if (capture == nullptr) return orSuccess;
+  const Stream* self = runningStream();
+  if (self != nullptr && self->progress == capture->progress && !finished(*capture)) {
+    return refuseWaitForRunningKernel("orEventSynchronize");  // the capture awaits this kernel
+  }
   uint64_t start = tracing() ? nowNs() : 0;
   capture->progress->waitFor(capture->seq, (event->flags & orEventBlockingSync) == 0);
   if (start != 0) {
@@ -138,6 +145,12 @@ orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHand
   if ((start->flags | end->flags) & orEventDisableTiming) {
     return fail(orErrorInvalidResourceHandle,
                 "orEventElapsedTime: an event was created with orEventDisableTiming");
+  }
+  if (start->device != end->device) {  // each device has its own clock, as on CUDA
+    return fail(orErrorInvalidResourceHandle,
+                format("orEventElapsedTime: the events belong to different openreg devices "
+                       "(%d and %d); time events recorded on streams of one device",
+                       start->device, end->device));
   }
   auto a = start->current();
   auto b = end->current();
@@ -172,7 +185,11 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
     return status;
   }
   auto capture = event->current();
-  if (capture == nullptr || finished(*capture)) return orSuccess;
+  if (capture == nullptr) return orSuccess;
+  // The waiting stream would go on with results the faulted device never
+  // produced (as CUDA, the fault is reported to whoever depends on it).
+  if ((status = runtime().devices[capture->device]->checkSticky()) != orSuccess) return status;
+  if (finished(*capture)) return orSuccess;
   Op op;
   op.kind = Op::Kind::Wait;
   op.capture = std::move(capture);

@@ -13,6 +13,7 @@ namespace {
 // What the runtime knows about the kernel running on this thread.
 struct KernelContext {
   const Stream* stream = nullptr;
+  const char* name = "";
   orError_t failure = orSuccess;  // set by a failed translation
   std::string message;
 };
@@ -22,10 +23,35 @@ thread_local KernelContext* running = nullptr;
 
 const Stream* runningStream() { return running == nullptr ? nullptr : running->stream; }
 
+// Note [Waiting from inside a kernel]
+// A kernel runs on its stream's worker, which runs nothing else until the
+// kernel returns: a call made by the kernel that waits for that stream, or
+// for its whole device, would wait for itself forever. Such calls return
+// orErrorNotPermitted with a message naming the call instead. Calls that
+// only queue work, and waits for other streams or devices, work as usual.
+bool waitsForRunningKernel(const Stream& stream) {
+  return running != nullptr && running->stream == &stream;
+}
+
+bool waitsForRunningKernel(int device) {
+  return running != nullptr && running->stream->device.index == device;
+}
+
+orError_t refuseWaitForRunningKernel(const char* call) {
+  return fail(orErrorNotPermitted,
+              format("%s was called from inside kernel '%s' on openreg device %d (stream %llu) and "
+                     "would wait for that kernel's own stream, which cannot finish until the kernel "
+                     "returns; a kernel may not synchronise with its own stream or device: "
+                     "synchronise from the host after the launch instead",
+                     call, running->name, running->stream->device.index,
+                     static_cast<unsigned long long>(running->stream->id)));
+}
+
 // LITERALINCLUDE START: OR_KERNEL_RUNNER
 void runKernel(Stream& stream, Op& op) {
   KernelContext context;
   context.stream = &stream;
+  context.name = op.name.c_str();
   running = &context;
   // An earlier kernel on this worker may have called orSetDevice; inside a
   // kernel the current device is always the stream's (orGetDevice).

@@ -214,12 +214,24 @@ orError_t checkKind(const char* call, orMemcpyKind kind, const Side& dst, const 
                      src.device() ? "device" : "host", dst.device() ? "device" : "host"));
 }
 
+// A copy reads or writes both its devices: a faulted one reports its sticky
+// error, whichever device's stream the copy is queued on (Note [Sticky errors]).
+orError_t checkStickySides(const Side& a, const Side& b) {
+  for (const Side* side : {&a, &b}) {
+    if (!side->device()) continue;
+    orError_t status = runtime().devices[side->where.device]->checkSticky();
+    if (status != orSuccess) return status;
+  }
+  return orSuccess;
+}
+
 // Waits for the devices a synchronous copy or memset touches.
-orError_t synchronizeDevices(const Side& a, const Side& b) {
+orError_t synchronizeDevices(const char* call, const Side& a, const Side& b) {
   for (int device = 0; device < static_cast<int>(runtime().devices.size()); ++device) {
     bool touched = (a.device() && a.where.device == device) ||
                    (b.device() && b.where.device == device);
     if (!touched) continue;
+    if (waitsForRunningKernel(device)) return refuseWaitForRunningKernel(call);
     orError_t status = runtime().devices[device]->synchronize();
     if (status != orSuccess) return status;
   }
@@ -238,11 +250,12 @@ orError_t copy(const char* call, void* dst, const void* src, size_t count,
   if ((status = checkSide(call, "dst", dst, count, &d)) != orSuccess) return status;
   if ((status = checkSide(call, "src", src, count, &s)) != orSuccess) return status;
   if ((status = checkKind(call, kind, d, s)) != orSuccess) return status;
+  if ((status = checkStickySides(d, s)) != orSuccess) return status;
   if (!d.device() && !s.device()) {
     std::memcpy(dst, src, count);  // host to host: nothing to queue
     return orSuccess;
   }
-  if (synchronous && (status = synchronizeDevices(d, s)) != orSuccess) return status;
+  if (synchronous && (status = synchronizeDevices(call, d, s)) != orSuccess) return status;
   std::shared_ptr<Stream> stream;
   if (synchronous) {
     int device = d.device() ? d.where.device : s.where.device;
@@ -250,13 +263,15 @@ orError_t copy(const char* call, void* dst, const void* src, size_t count,
   } else if ((status = findStream(handle, &stream)) != orSuccess) {
     return status;
   }
+  bool wait = synchronous || d.pageable() || s.pageable();
+  if (wait && waitsForRunningKernel(*stream)) return refuseWaitForRunningKernel(call);
   Op op;
   op.kind = Op::Kind::Copy;
   op.dst = dst;
   op.src = src;
   op.count = count;
   op.name = copyName(d.device(), s.device());
-  return submit(*stream, std::move(op), synchronous || d.pageable() || s.pageable());
+  return submit(*stream, std::move(op), wait);
 }
 
 orError_t memset(const char* call, void* ptr, int value, size_t count,
@@ -269,7 +284,7 @@ orError_t memset(const char* call, void* ptr, int value, size_t count,
   if (!side.device()) {
     return fail(orErrorInvalidValue, format("%s: %p is not device memory", call, ptr));
   }
-  if (synchronous && (status = synchronizeDevices(side, side)) != orSuccess) return status;
+  if (synchronous && (status = synchronizeDevices(call, side, side)) != orSuccess) return status;
   std::shared_ptr<Stream> stream;
   if (synchronous) {
     stream = runtime().devices[side.where.device]->defaultStream;
@@ -309,6 +324,7 @@ orError_t orFree(void* devPtr) {
   if (status != orSuccess || devPtr == nullptr) return status;
   for (auto& device : runtime().devices) {
     if (!device->memory.inRange(devPtr)) continue;
+    if (waitsForRunningKernel(device->index)) return refuseWaitForRunningKernel("orFree");
     // As cudaFree: queued work may still use the memory, so wait for it.
     // A sticky error does not stop the free: memory must never be lost.
     device->synchronize();
@@ -341,6 +357,7 @@ orError_t orMallocHost(void** hostPtr, size_t size) {
 orError_t orFreeHost(void* hostPtr) {
   orError_t status = ensureInit();
   if (status != orSuccess || hostPtr == nullptr) return status;
+  if (runningStream() != nullptr) return refuseWaitForRunningKernel("orFreeHost");  // waits for every device
   size_t size = 0;
   {
     std::lock_guard<std::mutex> lock(pinnedMutex);

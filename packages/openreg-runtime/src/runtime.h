@@ -324,6 +324,13 @@ void setCurrentDevice(int device);
 void runKernel(Stream& stream, Op& op);
 // The stream whose kernel the calling thread is running, or null.
 const Stream* runningStream();
+// Whether waiting for stream (or for every stream of device) would wait for
+// the kernel the calling thread runs; see Note [Waiting from inside a
+// kernel] in kernel.cpp.
+bool waitsForRunningKernel(const Stream& stream);
+bool waitsForRunningKernel(int device);
+// orErrorNotPermitted through fail(), naming call and the running kernel.
+orError_t refuseWaitForRunningKernel(const char* call);
 
 // ----------------------------------------------------------------- trace.cpp
 

@@ -405,7 +405,10 @@ orError_t submit(Stream& stream, Op op, bool wait) {
     traceRecord(orActivityKindLaunch, name, stream.device.index, stream.id, start,
                 nowNs(), correlation);
   }
-  if (!wait && !runtime().launchBlocking) return orSuccess;
+  // OPENREG_LAUNCH_BLOCKING cannot make a kernel wait for work it queued
+  // on its own stream (Note [Waiting from inside a kernel]); callers that
+  // must wait refused that case before queueing.
+  if (!wait && (!runtime().launchBlocking || waitsForRunningKernel(stream))) return orSuccess;
   stream.progress->waitFor(seq);
   return stream.device.checkSticky();
 }
@@ -493,6 +496,7 @@ orError_t orStreamSynchronize(orStream_t handle) {
   std::shared_ptr<Stream> stream;
   orError_t status = lookup(handle, &stream);
   if (status != orSuccess) return status;
+  if (waitsForRunningKernel(*stream)) return refuseWaitForRunningKernel("orStreamSynchronize");
   uint64_t start = tracing() ? nowNs() : 0;
   stream->synchronize();
   if (start != 0) {

@@ -173,6 +173,15 @@ def test_elapsed_time_errors(res, gate, raises_or):
     with raises_or("orErrorInvalidResourceHandle", "orEventDisableTiming"):
         ort.event_elapsed_time(untimed, recorded)
 
+    # Each device has its own clock: events of two devices are not compared.
+    other_device = res.event(device=1)
+    ort.event_record(other_device, res.stream(device=1))
+    ort.set_device(1)
+    ort.device_synchronize()
+    ort.set_device(0)
+    with raises_or("orErrorInvalidResourceHandle", "different openreg devices (0 and 1)"):
+        ort.event_elapsed_time(recorded, other_device)
+
     # Not finished: NotReady, with its own message (not a stale one).
     with pytest.raises(ort.Error):
         ort.free(12345)  # leaves an unrelated message as this thread's last

@@ -295,3 +295,134 @@ def test_default_kernel_name_labels_errors(res, raises_or):
     with raises_or("orErrorLaunchFailure", "kernel 'python_kernel'", "no name given"):
         ort.stream_synchronize(s)
     ort.device_reset()
+
+
+# ------------------------------------------- waiting from inside a kernel
+
+
+def _self_waits(stream, dev, other_dev, pinned, event_on_stream):
+    """Calls that would wait for the calling kernel's own stream or device."""
+    return {
+        "orDeviceSynchronize": ort.device_synchronize,
+        "orDeviceReset": ort.device_reset,
+        "orStreamSynchronize": lambda: ort.stream_synchronize(stream),
+        "orEventSynchronize": lambda: ort.event_synchronize(event_on_stream),
+        "orFree": lambda: ort.free(dev),
+        "orFreeHost": lambda: ort.free_host(pinned),
+        "orMemcpy": lambda: ort.memcpy(other_dev, dev, 64),
+        "orMemset": lambda: ort.memset(dev, 0, 64),
+        "orMemcpyAsync": lambda: ort.memcpy_async(
+            ctypes.addressof(ctypes.create_string_buffer(64)), dev, 64, ort.orMemcpyDeviceToHost, stream),
+    }
+
+
+def test_a_kernel_that_waits_for_itself_is_refused_by_name(res):
+    # Each of these calls, made from inside a kernel, would wait for the
+    # kernel's own stream: it must fail at once, naming the call, not hang.
+    s = res.stream()
+    dev = res.malloc(64)
+    other_dev = res.malloc(64, device=1)
+    pinned = res.malloc_host(64)
+    event = res.event()
+    outcomes = {}
+
+    def kernel():
+        ort.event_record(event, s)  # queued behind this kernel
+        for call, action in _self_waits(s, dev, other_dev, pinned, event).items():
+            try:
+                action()
+                outcomes[call] = "returned"
+            except ort.Error as error:
+                outcomes[call] = (error.name, str(error))
+
+    ort.launch_kernel(s, kernel, "self_waiter")
+    ort.stream_synchronize(s)  # the kernel did not fail: every refusal was caught
+    assert set(outcomes) == set(_self_waits(s, dev, other_dev, pinned, event))
+    for call, outcome in outcomes.items():
+        assert outcome != "returned", call
+        name, message = outcome
+        assert name == "orErrorNotPermitted", (call, message)
+        assert message.startswith(f"{call} was called from inside kernel 'self_waiter'"), message
+        assert "own stream" in message
+    # Nothing was freed or lost: the memory is still live and usable.
+    assert ort.pointer_get_attributes(dev)["type"] == "device"
+    assert ort.pointer_get_attributes(pinned)["type"] == "host"
+
+
+def test_a_kernel_may_queue_work_and_wait_for_other_streams(res, hostmem):
+    # Only waits for the kernel's own stream or device are refused.
+    s = res.stream()
+    other = res.stream()
+    dev = res.malloc(64)
+    dev1 = res.malloc(64, device=1)
+    outcomes = {}
+
+    def kernel():
+        ort.memset_async(dev, 5, 64, s)           # queued after this kernel
+        ort.stream_synchronize(other)             # another stream of this device
+        ort.memcpy_async(dev1, dev, 0, ort.orMemcpyDeviceToDevice, s)  # nothing to wait for
+        e = ort.event_create()
+        ort.event_record(e, other)
+        ort.event_synchronize(e)                  # recorded on another stream
+        ort.event_destroy(e)
+        ort.set_device(1)
+        ort.memset(dev1, 9, 64)                   # another device: waits for it
+        ort.device_synchronize()
+        outcomes["done"] = True
+
+    ort.launch_kernel(s, kernel, "well_behaved")
+    ort.stream_synchronize(s)
+    assert outcomes == {"done": True}
+    assert hostmem.device_read(dev, 64) == b"\x05" * 64
+    assert hostmem.device_read(dev1, 64) == b"\x09" * 64
+
+
+def test_launch_blocking_does_not_make_a_kernel_wait_for_itself(run_python):
+    # With OPENREG_LAUNCH_BLOCKING=1 every launch waits for its work, except
+    # work a kernel queues on its own stream, which would wait forever.
+    result = run_python("""
+import json, openreg_runtime as ort
+order = []
+def inner():
+    order.append("inner")
+def outer():
+    ort.launch_kernel(0, inner, "inner")
+    order.append("outer returned")
+ort.launch_kernel(0, outer, "outer")
+ort.device_synchronize()
+print(json.dumps(order))
+""", env={"OPENREG_LAUNCH_BLOCKING": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == '["outer returned", "inner"]'
+
+
+# ---------------------------------------- reading a faulted device's memory
+
+
+def test_work_that_reads_a_faulted_device_reports_its_error(res, raises_or):
+    # A copy out of a faulted device, queued on another device's stream, and
+    # an event recorded on (or waited for from) the faulted device report the
+    # sticky error instead of going on with what the device never produced.
+    s0 = res.stream(device=0)
+    s1 = res.stream(device=1)
+    src = res.malloc(64, device=0)
+    dst = res.malloc(64, device=1)
+    event0 = res.event(device=0)
+    ort.event_record(event0, s0)
+    ort.launch_kernel(s0, lambda: 1 / 0, "faulty")
+    with raises_or("orErrorLaunchFailure", "kernel 'faulty'"):
+        ort.stream_synchronize(s0)
+    with raises_or("orErrorLaunchFailure", "kernel 'faulty'"):
+        ort.memcpy_async(dst, src, 64, ort.orMemcpyDeviceToDevice, s1)
+    with raises_or("orErrorLaunchFailure", "kernel 'faulty'"):
+        ort.memcpy(dst, src, 64, ort.orMemcpyDeviceToDevice)
+    with raises_or("orErrorLaunchFailure", "kernel 'faulty'"):
+        ort.event_record(res.event(device=0), s0)
+    with raises_or("orErrorLaunchFailure", "kernel 'faulty'"):
+        ort.stream_wait_event(s1, event0)
+    ort.set_device(1)
+    ort.device_synchronize()  # device 1 itself is fine
+    ort.set_device(0)
+    ort.device_reset()
+    ort.memcpy_async(dst, src, 64, ort.orMemcpyDeviceToDevice, s1)
+    ort.stream_synchronize(s1)

@@ -487,12 +487,18 @@ def _synchronize() -> None:
 
 
 def _recover_device(error: BaseException) -> None:
-    """A kernel that failed on the device leaves a sticky error; the simulator
-    (unlike a real GPU) can clear it, so the next entry starts clean."""
+    """A kernel that failed on a device leaves a sticky error; the simulator
+    (unlike a real GPU) can clear it, so the next entry starts clean. Every
+    device is reset, whichever one failed (not only the current one); each
+    reset first waits for the device's queued work, and nothing else runs
+    meanwhile, so no later entry sees results of work skipped while the
+    error stood."""
     if "sticky" in str(error):
         import openreg_runtime
 
-        openreg_runtime.device_reset()
+        for device in range(torch.openreg.device_count()):
+            with torch.openreg.device(device):
+                openreg_runtime.device_reset()
 
 
 def _add_counts(total: dict, counts: Mapping) -> None:

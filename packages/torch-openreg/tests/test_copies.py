@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import openreg_runtime
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -242,3 +243,20 @@ def test_non_blocking_copy_between_streams_needs_synchronisation(gate):
     assert torch.equal(copy.cpu(), torch.arange(10_000, dtype=torch.float64))
     copy.record_stream(torch.openreg.current_stream())
     source.record_stream(side)
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_copying_out_of_a_faulted_device_reports_its_error(non_blocking):
+    # As on CUDA, where the copy runs on the faulted device: the half-written
+    # result must not reach another device silently.
+    x = torch.empty(8, device="openreg:0")
+    x.random_(5, 2)  # from >= to: the kernel fails on the device
+    with pytest.raises(RuntimeError, match="kernel 'random_' failed"):
+        torch.openreg.synchronize(0)
+    try:
+        with pytest.raises(RuntimeError, match="kernel 'random_' failed"):
+            x.to("openreg:1", non_blocking=non_blocking)
+        torch.openreg.synchronize(1)  # the destination device is not faulted
+    finally:
+        with torch.openreg.device(0):
+            openreg_runtime.device_reset()

@@ -37,14 +37,29 @@ PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
         "current_stream", "default_stream", "synchronize", "memory_allocated", "rng_state",
         "accelerator", "Generator"])
 def test_bad_device_index_is_a_clear_error(action):
-    with pytest.raises((IndexError, RuntimeError), match=OUT_OF_RANGE):
+    # torch.AcceleratorError, a RuntimeError, as CUDA raises for an invalid
+    # device ordinal: code written for CUDA that catches RuntimeError works.
+    with pytest.raises(torch.AcceleratorError, match=OUT_OF_RANGE):
         action()
     assert torch.openreg.current_device() == 0
 
 
+@pytest.mark.parametrize("action", [
+    lambda: torch.openreg.get_device_properties(9),
+    lambda: torch.openreg.get_device_properties(-1),
+    lambda: torch.openreg.get_device_name(-1),
+    lambda: torch.openreg.get_device_capability(9),
+    lambda: torch.openreg.mem_get_info(9),
+], ids=["properties", "properties_negative", "name_negative", "capability", "mem_get_info"])
+def test_every_entry_point_raises_the_device_index_error(action):
+    with pytest.raises(torch.AcceleratorError, match=r"openreg device index -?\d+ is out of range"):
+        action()
+
+
 def test_bad_device_index_message_names_the_range():
-    with pytest.raises(IndexError) as info:
+    with pytest.raises(RuntimeError) as info:
         torch.empty(1, device="openreg:9")
+    assert isinstance(info.value, torch.AcceleratorError)
     assert "valid indices 0 to 1" in str(info.value)
     assert "OPENREG_DEVICE_COUNT" in str(info.value)
 
@@ -137,9 +152,14 @@ def test_unknown_stream_is_rejected():
     assert torch.openreg.current_stream() == torch.openreg.default_stream()
 
 
-def test_non_openreg_stream_is_rejected():
-    with pytest.raises(ValueError, match="openreg stream"):
-        torch.openreg.set_stream(torch.Stream("cpu"))
+@pytest.mark.parametrize("use", [
+    lambda s: torch.openreg.set_stream(s),
+    lambda s: torch.openreg.stream(s),
+    lambda s: torch.openreg.StreamContext(s),
+], ids=["set_stream", "stream", "StreamContext"])
+def test_non_openreg_stream_is_rejected(use):
+    with pytest.raises(ValueError, match="expected an openreg stream, got a stream of cpu"):
+        use(torch.Stream("cpu"))
 
 
 def test_event_recorded_on_a_stream_of_another_device_is_rejected():
@@ -286,3 +306,52 @@ def test_dtypes_without_a_scalar_check_still_run():
     # not refuse the call itself.
     x = torch.randn(3, dtype=torch.complex64).to(torch.complex32)
     torch.testing.assert_close((x.to("openreg") + 1).cpu(), x + 1)
+
+
+# ------------------------------------- dedicated kernels check their devices
+
+
+def _misplaced_operand_calls(other: str):
+    """Each openreg kernel registered by hand, called with one operand on
+    ``other`` (the CPU or the other device) and the rest on openreg:0."""
+    aten = torch.ops.aten
+    here = "openreg:0"
+    x = torch.randn(1, 3, 8, 8, device=here)
+    w = torch.randn(4, 3, 3, 3, device=here)
+    grad_out = torch.ones(1, 4, 6, 6, device=here)
+    q = torch.randn(1, 2, 4, 8, device=here)
+    gates = torch.randn(3, 16, device=here)
+    cx = torch.randn(3, 4, device=here)
+    _, cy, lstm_workspace = aten._thnn_fused_lstm_cell(gates, gates, cx)
+    _, gru_workspace = aten._thnn_fused_gru_cell(gates[:, :12], gates[:, :12], cx)
+    conv_args = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    return {
+        "convolution_weight": lambda: torch.nn.functional.conv2d(x, w.to(other)),
+        "convolution_bias": lambda: torch.nn.functional.conv2d(x, w, torch.zeros(4, device=other)),
+        "convolution_input": lambda: torch.nn.functional.conv2d(x.to(other), w),
+        "convolution_backward": lambda: aten.convolution_backward(
+            grad_out.to(other), x, w, [4], *conv_args, [True, True, True]),
+        "fused_attention": lambda: aten._scaled_dot_product_fused_attention_overrideable(q, q, q.to(other)),
+        "lstm_cell": lambda: aten._thnn_fused_lstm_cell(gates, gates.to(other), cx),
+        "lstm_cell_backward": lambda: aten._thnn_fused_lstm_cell_backward_impl(
+            cx.to(other), None, cx, cy, lstm_workspace, True),
+        "gru_cell": lambda: aten._thnn_fused_gru_cell(gates[:, :12], gates[:, :12].to(other), cx),
+        "gru_cell_backward": lambda: aten._thnn_fused_gru_cell_backward(cx.to(other), gru_workspace, True),
+        "normal_generator": lambda: torch.empty(3, device=here).normal_(
+            generator=torch.Generator(device="cpu")),
+    }
+
+
+@pytest.mark.parametrize("other", ["cpu", "openreg:1"])
+def test_every_dedicated_kernel_refuses_a_misplaced_operand(other):
+    # Each call is refused at once (a real device would fault), computes
+    # nothing across devices, and leaves no sticky error behind.
+    for name, call in _misplaced_operand_calls(other).items():
+        if name == "normal_generator" and other != "cpu":
+            continue  # any openreg generator may drive any openreg device, as on CUDA
+        with pytest.raises(RuntimeError, match=f"{SAME_DEVICE}|expected an openreg generator") as info:
+            call()
+        assert str(torch.device(other)) in str(info.value), (name, str(info.value))
+        torch.openreg.synchronize(0)
+        torch.openreg.synchronize(1)
+    assert (torch.ones(2, device="openreg") * 2).cpu().tolist() == [2.0, 2.0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import openreg_runtime
 import pytest
 import torch
 
@@ -305,6 +306,29 @@ def test_record_stream_of_another_device(clean_cache, gate):
     assert torch.empty(1000, device="openreg:0").data_ptr() == pointer
 
 
+def test_freeing_a_block_used_on_a_faulted_device_loses_nothing(clean_cache):
+    # The free records an event on every stream that used the block; on a
+    # faulted device that record fails, and the free (a deleter, which must
+    # not throw) releases the block at once: the device skips its work.
+    x = torch.ones(1024, device="openreg:0")
+    on1 = torch.openreg.Stream(1)
+    x.record_stream(on1)
+    failing = torch.empty(8, device="openreg:1")
+    failing.random_(5, 2)  # from >= to: the kernel fails on device 1
+    with pytest.raises(RuntimeError, match="sticky"):
+        torch.openreg.synchronize(1)
+    try:
+        del x
+        assert torch.openreg.memory_allocated(0) == 0
+        y = torch.ones(1024, device="openreg:0")  # the block is reusable
+        assert y.sum().item() == 1024.0
+        del y
+    finally:
+        with torch.openreg.device(1):
+            openreg_runtime.device_reset()
+    del failing
+
+
 def test_record_stream_on_a_view_and_the_current_stream(clean_cache):
     x = torch.empty(100, 100, device="openreg")
     x[10:].record_stream(torch.openreg.Stream())  # a view records its storage
@@ -350,6 +374,27 @@ def test_non_blocking_d2h_into_pinned_memory_returns_before_completion(gate):
     assert torch.equal(destination, torch.arange(50_000, dtype=torch.int64))
 
 
+def test_freeing_pinned_memory_a_faulted_device_used_loses_nothing():
+    # Freeing a pinned block records an event on each stream that used it;
+    # on a faulted device that record fails, and the free must not throw.
+    host = torch.ones(1000).pin_memory()
+    with torch.openreg.device(1):
+        on_device = host.to("openreg:1", non_blocking=True)
+        torch.openreg.synchronize(1)
+        failing = torch.empty(8, device="openreg:1")
+        failing.random_(5, 2)  # from >= to: the kernel fails on device 1
+        with pytest.raises(RuntimeError, match="sticky"):
+            torch.openreg.synchronize(1)
+    try:
+        del host
+        again = torch.ones(1000).pin_memory()
+        assert again.is_pinned() and again.sum().item() == 1000.0
+    finally:
+        with torch.openreg.device(1):
+            openreg_runtime.device_reset()
+    del on_device, failing
+
+
 def test_non_blocking_to_cpu_gives_pinned_memory(gate):
     on_device = torch.arange(1000, dtype=torch.float32, device="openreg")
     g = gate(torch.openreg.current_stream())
@@ -384,3 +429,35 @@ def test_blocking_copies_from_pageable_memory_wait():
         back = on_device.cpu()
     assert torch.equal(back, source)
     assert torch.openreg.current_stream().query()
+
+
+# ------------------------------------------------------ impossible sizes
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.UntypedStorage(-5, device="openreg"),
+    lambda: torch.UntypedStorage(8, device="openreg").resize_(-1),
+    lambda: torch.UntypedStorage(8, device="openreg").resize_(-512),
+    lambda: torch.UntypedStorage(1 << 62, device="openreg"),
+], ids=["new_negative", "resize_negative", "resize_negative_block", "exabytes"])
+def test_a_size_no_device_holds_is_out_of_memory(clean_cache, make):
+    # Rounding such a size to blocks or segments must not wrap around to a
+    # small block that aliases the next allocation (as CUDA, an OOM error).
+    neighbour = torch.arange(256, dtype=torch.float32, device="openreg")
+    with pytest.raises(torch.OutOfMemoryError, match="openreg out of memory. Tried to allocate"):
+        make()
+    after = torch.arange(256, dtype=torch.float32, device="openreg").mul_(2)
+    torch.testing.assert_close(neighbour.cpu(), torch.arange(256, dtype=torch.float32))
+    torch.testing.assert_close(after.cpu(), torch.arange(256, dtype=torch.float32) * 2)
+
+
+def test_a_view_of_an_emptied_storage_says_so_without_faulting():
+    base = torch.arange(10.0, device="openreg")
+    view = base[2:]
+    base.untyped_storage().resize_(0)
+    for use in (lambda: view.cpu(), lambda: view.sum(), lambda: view + 1, lambda: view.clone()):
+        with pytest.raises(RuntimeError, match="storage is empty or too small: it holds 0 bytes"):
+            use()
+    # The device did not fault: work goes on, with no sticky error.
+    torch.openreg.synchronize()
+    assert (torch.ones(3, device="openreg") * 2).cpu().tolist() == [2.0, 2.0, 2.0]

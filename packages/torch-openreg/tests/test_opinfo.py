@@ -73,6 +73,17 @@ def _explain(outcome) -> str:
     return text + (f"\n{outcome.detail}" if outcome.detail else "")
 
 
+def test_recovery_after_a_device_side_failure_clears_every_device():
+    # A sample may fail on a device that is not the current one.
+    x = torch.empty(4, device="openreg:1")
+    x.random_(5, 2)  # from >= to: the kernel fails on device 1
+    with pytest.raises(RuntimeError, match="sticky") as failure:
+        torch.openreg.synchronize(1)
+    harness._recover_device(failure.value)
+    torch.openreg.synchronize(1)
+    assert (torch.ones(2, device="openreg:1") * 2).cpu().tolist() == [2.0, 2.0]
+
+
 # ------------------------------------------------ discovery (slow mode)
 
 

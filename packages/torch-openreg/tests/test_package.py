@@ -8,6 +8,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -119,3 +120,48 @@ def test_extension_plugins_are_loaded_and_failures_reported(python, tmp_path):
     assert facts["calls"] == [2]
     assert any("bad_layer" in w and "plugin exploded on purpose" in w for w in facts["warnings"])
     assert facts["works"] == [2.0, 2.0, 2.0]
+
+
+def _write_layer_package(root: Path) -> None:
+    """A layer package shaped like openreg-amp: it imports the backend it
+    extends first, and registers through an entry point in a submodule."""
+    package = root / "openreg_test_layer"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent("""
+        import torch_openreg  # the backend first; it imports torch
+        import torch
+
+        from openreg_test_layer._register import CALLS
+    """))
+    (package / "_register.py").write_text(textwrap.dedent("""
+        CALLS = []
+
+        def register():
+            import torch
+            CALLS.append(torch.openreg.device_count())
+    """))
+    dist = root / "openreg_test_layer-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: openreg-test-layer\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[torch_openreg.extensions]\ntest_layer = openreg_test_layer._register:register\n")
+
+
+@pytest.mark.parametrize("first", ["import torch_openreg", "import openreg_test_layer", "import torch"])
+def test_every_import_order_works(python, tmp_path, first):
+    # torch's autoload imports torch_openreg; a script (or layer) that
+    # imports torch_openreg first runs that autoload while torch_openreg is
+    # half-imported, which must not fail.
+    _write_layer_package(tmp_path)
+    facts = python.json(f"{first}\n" + textwrap.dedent("""
+        import json
+        import torch
+        import torch_openreg
+        import openreg_test_layer
+        x = torch.ones(3, device="openreg")
+        print(json.dumps({"works": (x * 2).cpu().tolist(), "status": torch.openreg.extensions(),
+                          "calls": openreg_test_layer.CALLS}))
+    """), env={"PYTHONPATH": str(tmp_path)})
+    assert facts["works"] == [2.0, 2.0, 2.0]
+    assert facts["status"]["test_layer"] == "loaded"
+    assert facts["calls"] == [2]

@@ -4,6 +4,9 @@ random fills (normal_, uniform_, random_, bernoulli_)."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
 
@@ -145,6 +148,26 @@ def test_rng_state_round_trip():
     # The returned state is a copy: drawing more does not change it.
     assert torch.equal(state, state.clone())
     assert not torch.equal(torch.openreg.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("duplicate", [lambda g: pickle.loads(pickle.dumps(g)), copy.deepcopy],
+                         ids=["pickle", "deepcopy"])
+def test_generators_pickle_and_deep_copy_with_their_state(duplicate):
+    # As torch.Generator("cuda"): the copy is a generator of the same device
+    # that draws the same numbers from here on.
+    generator = torch.Generator(device="openreg:1")
+    generator.manual_seed(5)
+    torch.randn(7, device="openreg:1", generator=generator)  # move away from the seed
+    twin = duplicate(generator)
+    assert twin.device == torch.device("openreg", 1)
+    assert twin.initial_seed() == 5
+    assert torch.equal(twin.get_state(), generator.get_state())
+    ours = torch.randn(5, device="openreg:1", generator=generator).cpu()
+    theirs = torch.randn(5, device="openreg:1", generator=twin).cpu()
+    assert torch.equal(ours, theirs)
+    assert generator.get_offset() == 0  # mt19937 keeps its position in the state, not an offset
+    with pytest.raises(RuntimeError, match="no offset"):
+        generator.set_offset(3)
 
 
 def test_rng_state_of_a_given_device():

@@ -174,6 +174,19 @@ def test_elapsed_time_needs_timing_records_and_completion(gate):
     assert timed_a.elapsed_time(timed_b) >= 0.0
 
 
+def test_elapsed_time_between_devices_is_refused_like_cuda():
+    # Each device has its own clock; CUDA refuses events of two devices.
+    on0 = torch.Event("openreg:0", enable_timing=True)
+    on1 = torch.Event("openreg:1", enable_timing=True)
+    on0.record(torch.openreg.current_stream(0))
+    on1.record(torch.openreg.current_stream(1))
+    on0.synchronize()
+    on1.synchronize()
+    for start, end in ((on0, on1), (on1, on0)):
+        with pytest.raises(RuntimeError, match="events belong to different openreg devices"):
+            start.elapsed_time(end)
+
+
 def test_events_across_devices(gate):
     on1 = torch.openreg.Stream(1)
     g = gate(on1)
@@ -206,6 +219,27 @@ def test_stream_context_switches_device_and_restores():
     # None is a no-op.
     with torch.openreg.stream(None):
         assert torch.openreg.current_stream() == torch.openreg.default_stream()
+
+
+@pytest.mark.parametrize("set_stream", [torch.openreg.set_stream, torch.accelerator.set_stream],
+                         ids=["openreg", "accelerator"])
+def test_set_stream_makes_the_streams_device_current(set_stream):
+    # As torch.cuda.set_stream: new tensors then go to the stream's device.
+    on1 = torch.openreg.Stream(1)
+    set_stream(on1)
+    assert torch.openreg.current_device() == 1
+    assert torch.openreg.current_stream() == on1
+    assert torch.empty(1, device="openreg").device == torch.device("openreg", 1)
+    set_stream(torch.openreg.default_stream(0))
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1) == on1  # each device keeps its current stream
+
+
+def test_streams_report_their_priority_like_cuda_streams():
+    assert torch.openreg.Stream(priority=-1).priority == -1
+    assert torch.openreg.Stream(1, priority=0).priority == 0
+    assert torch.openreg.default_stream().priority == 0
+    assert torch.openreg.current_stream(1).priority == 0
 
 
 def test_set_stream_is_per_device_and_per_thread():

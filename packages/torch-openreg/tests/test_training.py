@@ -88,3 +88,63 @@ def test_inference_matches_cpu(name, mode):
         actual = device_model(x.to("openreg"))
     assert not actual.requires_grad
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------ tied weights
+
+
+class TiedLanguageModel(nn.Module):
+    """An embedding and an output layer sharing one weight, as GPT-2's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 6)
+        self.mix = nn.Linear(6, 6)
+        self.out = nn.Linear(6, 11, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.mix(self.embed(tokens))))
+
+
+def test_module_to_keeps_tied_weights_tied():
+    m = nn.Sequential(nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False))
+    m[1].weight = m[0].weight
+    original = m[0].weight
+    m.to("openreg")
+    assert m[0].weight is m[1].weight is original  # the same Parameter, now on the device
+    assert original.device == torch.device("openreg", 0)
+    m.to("openreg:1")
+    assert m[0].weight is m[1].weight and m[0].weight.device == torch.device("openreg", 1)
+    m.to("cpu")
+    assert m[0].weight is m[1].weight is original and original.device.type == "cpu"
+
+
+def test_data_assignment_between_cpu_and_openreg():
+    p = nn.Parameter(torch.randn(3))
+    p.data = torch.arange(3.0).to("openreg")
+    assert p.device == torch.device("openreg", 0) and p.cpu().tolist() == [0.0, 1.0, 2.0]
+    p.data = torch.ones(3)
+    assert p.device.type == "cpu" and p.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        p.data = torch.ones(3).to_sparse()  # still refused, as on CUDA
+
+
+def test_tied_weights_train_like_the_cpu():
+    torch.manual_seed(0)
+    cpu_model = TiedLanguageModel()
+    device_model = copy.deepcopy(cpu_model).to("openreg")
+    assert device_model.out.weight is device_model.embed.weight
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (cpu_model, device_model)]
+    for _ in range(3):
+        tokens = torch.randint(0, 11, (4, 5))
+        for model, optimizer, device in zip((cpu_model, device_model), optimizers, ("cpu", "openreg"),
+                                            strict=True):
+            optimizer.zero_grad()
+            logits = model(tokens.to(device))
+            F.cross_entropy(logits.reshape(-1, 11), tokens.to(device).reshape(-1)).backward()
+            optimizer.step()
+        torch.testing.assert_close(device_model.embed.weight.grad.cpu(), cpu_model.embed.weight.grad,
+                                   rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(device_model.embed.weight.detach().cpu(), cpu_model.embed.weight.detach(),
+                               rtol=1e-4, atol=1e-5)

@@ -12,10 +12,6 @@ the installed layer packages (amp, distributed, onnx).
 import os
 import warnings
 
-import torch
-
-from torch_openreg._build_info import TORCH_VERSION as _BUILT_FOR_TORCH
-
 __all__ = ["_autoload", "get_include", "get_library_dir"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -34,6 +30,27 @@ def get_library_dir() -> str:
     """Directory holding ``libtorch_openreg.so``: pass it to ``-L`` and the rpath."""
     return os.path.join(_PACKAGE_DIR, "lib")
 # LITERALINCLUDE END: TORCH_OPENREG_BUILD_PATHS
+
+
+# LITERALINCLUDE START: AUTOLOAD
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group, called by ``import torch``.
+
+    Importing this package already registered the backend, or warned that it
+    could not; there is nothing left to do, and nothing here may raise, so
+    that ``import torch`` keeps working whatever state this package is in.
+
+    Defined before ``import torch`` below: a script (or a layer package)
+    that imports torch_openreg first makes that line run torch's autoload,
+    which finds this package half-imported and needs ``_autoload`` already
+    there. Registration then goes on once torch is imported.
+    """
+# LITERALINCLUDE END: AUTOLOAD
+
+
+import torch  # noqa: E402  (after _autoload, see its docstring)
+
+from torch_openreg._build_info import TORCH_VERSION as _BUILT_FOR_TORCH  # noqa: E402
 
 
 def _torch_matches() -> bool:
@@ -74,13 +91,3 @@ else:
     )
 # LITERALINCLUDE END: TORCH_VERSION_CHECK
 
-
-# LITERALINCLUDE START: AUTOLOAD
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group, called by ``import torch``.
-
-    Importing this package already registered the backend, or warned that it
-    could not; there is nothing left to do, and nothing here may raise, so
-    that ``import torch`` keeps working whatever state this package is in.
-    """
-# LITERALINCLUDE END: AUTOLOAD

@@ -17,6 +17,16 @@
  *    current device.
  *  - Every function is safe to call from any thread. Functions marked
  *    "kernel only" may be called only from inside a running kernel.
+ *  - A kernel runs on its stream's worker thread. A call made from inside a
+ *    kernel that would wait for the kernel's own stream, or for every stream
+ *    of its device, would wait for itself: it returns orErrorNotPermitted,
+ *    with a message naming the call, instead of hanging. These are
+ *    orDeviceSynchronize, orDeviceReset, orStreamSynchronize (own stream),
+ *    orEventSynchronize (an event recorded on the own stream after the
+ *    kernel was queued), orFree (memory of the own device), orFreeHost,
+ *    orMemcpy and orMemset (touching the own device), and orMemcpyAsync
+ *    with pageable host memory on the own stream. Queueing work (launches,
+ *    async copies, event records) and waiting for other streams work.
  *  - Destroy and free functions accept null and then do nothing.
  */
 #ifndef OPENREG_OPENREG_H
@@ -176,13 +186,15 @@ OPENREG_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
 /* Blocks until all work queued on every stream of the current device has
  * finished.
  * Returns orSuccess, or the device's sticky error (orErrorLaunchFailure,
- * orErrorIllegalAddress) if a kernel failed. Related: orStreamSynchronize. */
+ * orErrorIllegalAddress) if a kernel failed, orErrorNotPermitted (called
+ * from a kernel of this device). Related: orStreamSynchronize. */
 OPENREG_API orError_t orDeviceSynchronize(void);
 
 /* Waits for the current device's queued work, then clears its sticky error
  * so the device can be used again. Unlike a hardware reset, allocations,
  * streams and events survive: a test process can go on after a kernel fault.
- * Returns orSuccess. Related: orDeviceSynchronize. */
+ * Returns orSuccess, orErrorNotPermitted (called from a kernel of this
+ * device). Related: orDeviceSynchronize. */
 OPENREG_API orError_t orDeviceReset(void);
 
 /* Writes the range of stream priorities. Lower numbers are higher priority,
@@ -224,7 +236,8 @@ OPENREG_API orError_t orMalloc(void** devPtr, size_t size);
  *   devPtr  in, may be NULL
  * Returns orSuccess, orErrorInvalidDevicePointer (freed already, never
  * allocated, or not the start of an allocation), orErrorInvalidValue (not a
- * device pointer). Related: orMalloc. */
+ * device pointer), orErrorNotPermitted (called from a kernel of the
+ * pointer's device; nothing is freed). Related: orMalloc. */
 OPENREG_API orError_t orFree(void* devPtr);
 
 /* Allocates size bytes of pinned host memory: ordinary host memory that the
@@ -240,7 +253,8 @@ OPENREG_API orError_t orMallocHost(void** hostPtr, size_t size);
  * device, since any of it may still read the buffer.
  *   hostPtr  in, may be NULL
  * Returns orSuccess, orErrorInvalidValue (not pinned memory from
- * orMallocHost, or freed already). Related: orMallocHost. */
+ * orMallocHost, or freed already), orErrorNotPermitted (called from a
+ * kernel; nothing is freed). Related: orMallocHost. */
 OPENREG_API orError_t orFreeHost(void* hostPtr);
 
 /* Copies count bytes and returns when the copy is done. It first waits for
@@ -251,8 +265,9 @@ OPENREG_API orError_t orFreeHost(void* hostPtr);
  *   kind      in: orMemcpyDefault infers the direction from the pointers
  * Returns orSuccess, orErrorInvalidValue (null pointer, unknown kind, range
  * overruns its allocation), orErrorInvalidDevicePointer (freed memory),
- * orErrorInvalidMemcpyDirection (kind contradicts the pointers), or a
- * device's sticky error. Related: orMemcpyAsync. */
+ * orErrorInvalidMemcpyDirection (kind contradicts the pointers),
+ * orErrorNotPermitted (called from a kernel of a device involved), or the
+ * sticky error of a device involved. Related: orMemcpyAsync. */
 OPENREG_API orError_t orMemcpy(void* dst, const void* src, size_t count,
                                orMemcpyKind kind);
 
@@ -264,7 +279,8 @@ OPENREG_API orError_t orMemcpy(void* dst, const void* src, size_t count,
  *   count     in
  *   kind      in
  *   stream    in, NULL for the current device's default stream
- * Returns as orMemcpy, plus orErrorInvalidResourceHandle.
+ * Returns as orMemcpy, plus orErrorInvalidResourceHandle; orErrorNotPermitted
+ * only for pageable host memory on the calling kernel's own stream.
  * Related: orMemcpy, orStreamSynchronize. */
 OPENREG_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count,
                                     orMemcpyKind kind, orStream_t stream);
@@ -275,8 +291,8 @@ OPENREG_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count,
  *   value   in: only the low 8 bits are used
  *   count   in
  * Returns orSuccess, orErrorInvalidValue (not device memory, range
- * overruns), orErrorInvalidDevicePointer, or the sticky error.
- * Related: orMemsetAsync. */
+ * overruns), orErrorInvalidDevicePointer, orErrorNotPermitted (called from
+ * a kernel of that device), or the sticky error. Related: orMemsetAsync. */
 OPENREG_API orError_t orMemset(void* devPtr, int value, size_t count);
 
 /* Queues a memset of device memory on stream and returns at once.
@@ -335,14 +351,16 @@ OPENREG_API orError_t orStreamDestroy(orStream_t stream);
 OPENREG_API orError_t orStreamQuery(orStream_t stream);
 
 /* Blocks until all work queued on stream has finished.
- * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error. */
+ * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
+ * (called from a kernel running on stream), or the sticky error. */
 OPENREG_API orError_t orStreamSynchronize(orStream_t stream);
 
 /* Makes all work queued on stream after this call wait until the work
  * captured by event's most recent orEventRecord has finished. The host does
  * not wait. An event never recorded imposes no wait. The event and stream
  * may belong to different devices.
- * Returns orSuccess, orErrorInvalidResourceHandle. Related: orEventRecord. */
+ * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error of
+ * the event's device. Related: orEventRecord. */
 OPENREG_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event);
 
 /* Writes a stream's priority.
@@ -376,7 +394,7 @@ OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
  *   event   in
  *   stream  in: must belong to the event's device
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorInvalidDevice
- * (stream of another device). */
+ * (stream of another device), or the stream's device's sticky error. */
 OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* Reports whether the captured work has finished. An event never recorded
@@ -385,7 +403,9 @@ OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 OPENREG_API orError_t orEventQuery(orEvent_t event);
 
 /* Blocks until the captured work has finished.
- * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error. */
+ * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
+ * (called from a kernel that the captured work includes), or the sticky
+ * error. */
 OPENREG_API orError_t orEventSynchronize(orEvent_t event);
 
 /* Writes the time in milliseconds between two completed records.
@@ -393,7 +413,8 @@ OPENREG_API orError_t orEventSynchronize(orEvent_t event);
  *   start, end  in: recorded, completed, timing enabled
  * Returns orSuccess, orErrorInvalidValue (ms is NULL), orErrorNotReady
  * (either has not completed), orErrorInvalidResourceHandle (unknown,
- * destroyed, never recorded, or created with orEventDisableTiming). */
+ * destroyed, never recorded, created with orEventDisableTiming, or the two
+ * events belong to different devices). */
 OPENREG_API orError_t orEventElapsedTime(float* ms, orEvent_t start,
                                          orEvent_t end);
 

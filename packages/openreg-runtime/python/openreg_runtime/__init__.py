@@ -41,14 +41,14 @@ def _drain_devices_at_exit() -> None:
     # teardown; let every device finish its work while Python is intact.
     try:
         count = _C.get_device_count()
+        for device in range(count):
+            _C.set_device(device)
+            try:
+                _C.device_synchronize()
+            except Error:
+                pass  # a sticky kernel error was the user's to handle
     except Error:
-        return  # never usable here (bad configuration, forked child)
-    for device in range(count):
-        _C.set_device(device)
-        try:
-            _C.device_synchronize()
-        except Error:
-            pass  # a sticky kernel error was the user's to handle
+        return  # never usable here (bad configuration, memory not mappable, forked child)
 
 
 atexit.register(_drain_devices_at_exit)

@@ -28,6 +28,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", TORCH_FN(native::copyFromAndResize));
   m.impl("_local_scalar_dense", TORCH_FN(native::localScalarDense));
   m.impl("record_stream", TORCH_FN(native::recordStream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(native::hasCompatibleShallowCopyType));
 }
 // LITERALINCLUDE END: MINIMAL_OPERATOR_SET
 

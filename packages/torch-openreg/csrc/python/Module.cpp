@@ -78,6 +78,7 @@ void bindModule(py::module_ m) {
   m.def("_exchange_device", [](int device) {
     return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
   });
+  m.def("_check_device_index", [](int device) { checkDeviceIndex(device); });
   m.def("_has_primary_context", [](int device) { return deviceInitialized(static_cast<c10::DeviceIndex>(device)); });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(
@@ -108,6 +109,20 @@ void bindModule(py::module_ m) {
     emptyScratchCache();
   });
   bindTestingHooks(m.def_submodule("_testing", "Hooks for the speed layers' tests; not an API."));
+  // A Python kernel's CPU views of device memory (ops/launch.py) are valid
+  // only while the kernel runs: afterwards they, and every view of them,
+  // let go of the memory and raise on any access to their data, so a view
+  // the kernel let escape cannot reach device memory from the host.
+  m.def("_revoke_kernel_views", [](const std::vector<at::Tensor>& views, const std::string& kernel) {
+    for (const at::Tensor& view : views) {
+      c10::StorageImpl* storage = view.storage().unsafeGetStorageImpl();
+      storage->reset();
+      storage->release_data_and_set_meta_custom_data_ptr_error_msg_(c10::str(
+          "this CPU view of openreg device memory was made for kernel '", kernel,
+          "' and was valid only while that kernel ran; copy what you need inside the kernel "
+          "(view.clone()), or return device tensors and read them with .cpu()"));
+    }
+  });
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));

@@ -9,24 +9,48 @@
 namespace torch_openreg {
 namespace {
 std::array<std::atomic<bool>, kMaxDevices> initialized{};
+
+// The device count, asked once (it is fixed for the life of the process),
+// with the runtime's reason when it is 0.
+struct DeviceCount {
+  c10::DeviceIndex count = 0;
+  std::string whyNone;
+};
+
+const DeviceCount& askedCount() noexcept {
+  static const DeviceCount asked = [] {
+    DeviceCount result;
+    int n = 0;
+    if (orGetDeviceCount(&n) == orSuccess) {
+      result.count = static_cast<c10::DeviceIndex>(n);
+    } else {
+      result.whyNone = errorMessage(orErrorInitializationError);
+    }
+    return result;
+  }();
+  return asked;
+}
 }  // namespace
 
 c10::DeviceIndex deviceCount() noexcept {
-  // Fixed for the life of the process, so asked once. The device count must
-  // never throw (PyTorch's contract): a runtime that cannot start reports 0.
-  static const c10::DeviceIndex count = [] {
-    int n = 0;
-    return orGetDeviceCount(&n) == orSuccess ? static_cast<c10::DeviceIndex>(n) : c10::DeviceIndex{0};
-  }();
-  return count;
+  // The device count must never throw (PyTorch's contract): a runtime that
+  // cannot start reports 0, and checkDeviceIndex says why.
+  return askedCount().count;
 }
 
-void checkDeviceIndex(c10::DeviceIndex device) {
+void checkDeviceIndex(int device) {
   auto count = deviceCount();
-  TORCH_CHECK_INDEX(device >= 0 && device < count, "openreg device index ", static_cast<int>(device),
-                    " is out of range: there are ", static_cast<int>(count),
-                    " openreg devices (valid indices 0 to ", count - 1,
-                    "); set OPENREG_DEVICE_COUNT for more");
+  if (device >= 0 && device < count) return;
+  // An AcceleratorError (a RuntimeError), as CUDA's invalid device ordinal,
+  // so code written for CUDA that catches RuntimeError catches this too.
+  std::string message =
+      count == 0 ? c10::str("openreg is not available: ", askedCount().whyNone)
+                 : c10::str("openreg device index ", device,
+                            " is out of range: there are ", static_cast<int>(count),
+                            " openreg devices (valid indices 0 to ", count - 1,
+                            "); set OPENREG_DEVICE_COUNT for more");
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                              orErrorInvalidDevice, message);
 }
 
 c10::DeviceIndex currentDevice() {

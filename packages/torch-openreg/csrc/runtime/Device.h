@@ -17,8 +17,9 @@ c10::DeviceIndex currentDevice();
 void setDevice(c10::DeviceIndex device);
 // Sets device and returns the previous current device.
 c10::DeviceIndex exchangeDevice(c10::DeviceIndex device);
-// Throws unless 0 <= device < deviceCount(), naming the valid range.
-void checkDeviceIndex(c10::DeviceIndex device);
+// Throws torch.AcceleratorError unless 0 <= device < deviceCount(), naming
+// the valid range (or, without devices, the runtime's reason).
+void checkDeviceIndex(int device);
 // Whether the caching allocator has taken memory from device yet.
 bool deviceInitialized(c10::DeviceIndex device);
 void markDeviceInitialized(c10::DeviceIndex device);

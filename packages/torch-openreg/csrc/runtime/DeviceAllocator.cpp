@@ -47,7 +47,20 @@ constexpr size_t kMinLargeSegment = size_t{10} << 20;
 constexpr size_t kLargeSegment = size_t{20} << 20;  // segment for mid-size requests
 constexpr size_t kRoundLarge = size_t{2} << 20;
 
-constexpr size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+std::string formatBytes(size_t bytes);
+
+// n rounded up to a multiple of to. A size so large that rounding it would
+// wrap around (a negative size converted to size_t, say) is refused as
+// out-of-memory, as CUDA refuses it, instead of becoming a small block
+// that aliases the next allocation.
+size_t roundUp(size_t n, size_t to) {
+  size_t padded = 0;
+  TORCH_CHECK_WITH(OutOfMemoryError, !__builtin_add_overflow(n, to - 1, &padded),
+                   "openreg out of memory. Tried to allocate ", formatBytes(n), " (", n,
+                   " bytes; as a signed size ", static_cast<int64_t>(n),
+                   "), more than any openreg device holds. A negative size is not a size.");
+  return padded / to * to;
+}
 
 struct Block {
   c10::DeviceIndex device = 0;
@@ -87,6 +100,7 @@ void updateStat(StatArray& stats, bool small, int64_t delta) {
 }
 
 std::string formatBytes(size_t bytes) {
+  if (bytes >= (size_t{1} << 60)) return c10::str(bytes / double(size_t{1} << 60), " EiB");
   if (bytes >= (size_t{1} << 30)) return c10::str(bytes / double(size_t{1} << 30), " GiB");
   if (bytes >= (size_t{1} << 20)) return c10::str(bytes / double(size_t{1} << 20), " MiB");
   return c10::str(bytes, " bytes");
@@ -127,10 +141,15 @@ class DeviceCache {
     }
     // Note [How the caching allocator reuses memory]: wait for other streams.
     for (orStream_t stream : block->otherStreams) {
-      pending_.emplace_back(RecordedEvent(stream), block);
+      // Nothing waits on a faulted device: its queued work is skipped, so
+      // nothing there touches the block any more.
+      std::optional<RecordedEvent> event = RecordedEvent::unlessFaulted(stream);
+      if (!event) continue;
+      pending_.emplace_back(std::move(*event), block);
       ++block->pendingEvents;
     }
     block->otherStreams.clear();
+    if (block->pendingEvents == 0) release(block);
   }
 
   void recordStream(Block* block, orStream_t stream) {
@@ -141,7 +160,7 @@ class DeviceCache {
   void emptyCache() {
     std::lock_guard<std::mutex> lock(mutex_);
     waitForAllFrees();
-    releaseCachedSegments();
+    OPENREG_CHECK(releaseCachedSegments());
   }
 
   DeviceStats stats() {
@@ -281,10 +300,7 @@ class DeviceCache {
       updateStat(stats_.inactive_split_bytes, neighbour->small, -static_cast<int64_t>(neighbour->size));
       merge(block, neighbour);
     }
-    if (block->wholeSegment() && !caching_) {
-      freeSegment(block);
-      return;
-    }
+    if (block->wholeSegment() && !caching_ && freeSegment(block)) return;
     if (!block->wholeSegment()) {
       updateStat(stats_.inactive_split, block->small, 1);
       updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
@@ -306,16 +322,25 @@ class DeviceCache {
     delete neighbour;
   }
 
-  void freeSegment(Block* block) {
+  // Gives a whole free segment back to the runtime. Returns false, leaving
+  // the block alone, when called from inside a kernel of this device: orFree
+  // would wait for that kernel, so the runtime refuses (orErrorNotPermitted)
+  // and the segment stays cached.
+  bool freeSegment(Block* block) {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-    orFree(block->ptr);  // cannot fail for a live segment; never lose memory on error
+    // Cannot fail otherwise for a live segment; never lose memory on error.
+    if (orFree(block->ptr) == orErrorNotPermitted) return false;
     ++stats_.num_device_free;
     updateStat(stats_.segment, block->small, -1);
     updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
     delete block;
+    return true;
   }
 
-  void releaseCachedSegments() {
+  // orErrorNotPermitted (the runtime's message set) if a segment had to stay
+  // cached because this runs inside a kernel of the device.
+  orError_t releaseCachedSegments() {
+    orError_t status = orSuccess;
     for (Pool* candidates : {&small_, &large_}) {
       for (auto it = candidates->begin(); it != candidates->end();) {
         Block* block = *it;
@@ -324,9 +349,13 @@ class DeviceCache {
           continue;
         }
         it = candidates->erase(it);
-        freeSegment(block);
+        if (!freeSegment(block)) {
+          candidates->insert(block);  // lands before it: not visited again
+          status = orErrorNotPermitted;
+        }
       }
     }
+    return status;
   }
 
   void finishPendingFree(Block* block) {
@@ -346,11 +375,14 @@ class DeviceCache {
   }
 
   void waitForAllFrees() {
-    for (auto& [event, block] : pending_) {
-      event.waitQuietly();  // a sticky error must not leak the block
+    while (!pending_.empty()) {
+      auto& [event, block] = pending_.front();
+      orError_t status = event.synchronize();  // a sticky error must not leak the block
+      // Inside a kernel, the event may await that very kernel: the free stays pending.
+      if (status == orErrorNotPermitted) OPENREG_CHECK(status);
       finishPendingFree(block);
+      pending_.pop_front();
     }
-    pending_.clear();
   }
 
   const c10::DeviceIndex device_;

@@ -33,6 +33,13 @@ RecordedEvent::RecordedEvent(orStream_t stream) : handle_(createEvent(deviceOf(s
   TORCH_CHECK(false, "openreg error ", orGetErrorName(status), ": ", message);
 }
 
+std::optional<RecordedEvent> RecordedEvent::unlessFaulted(orStream_t stream) {
+  RecordedEvent event;
+  event.handle_ = createEvent(deviceOf(stream), orEventDisableTiming);
+  if (orEventRecord(event.handle_, stream) != orSuccess) return std::nullopt;  // the destructor frees it
+  return event;
+}
+
 RecordedEvent::RecordedEvent(RecordedEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
 
 RecordedEvent& RecordedEvent::operator=(RecordedEvent&& other) noexcept {
@@ -44,7 +51,7 @@ RecordedEvent::~RecordedEvent() { orEventDestroy(handle_); }
 
 bool RecordedEvent::completed() const { return orEventQuery(handle_) != orErrorNotReady; }
 
-void RecordedEvent::waitQuietly() const { orEventSynchronize(handle_); }
+orError_t RecordedEvent::synchronize() const { return orEventSynchronize(handle_); }
 
 void streamWaitStream(orStream_t waiting, orStream_t producer) {
   RecordedEvent produced(producer);

@@ -9,6 +9,8 @@
 #include <c10/core/Device.h>
 #include <openreg/openreg.h>
 
+#include <optional>
+
 namespace torch_openreg {
 
 // A new event on device; flags as orEventCreateWithFlags takes them
@@ -21,6 +23,10 @@ class RecordedEvent {
  public:
   RecordedEvent() = default;
   explicit RecordedEvent(orStream_t stream);
+  // An event recorded on stream, or none when the stream's device has a
+  // sticky error: the work queued there is skipped, so there is nothing to
+  // wait for. Other failures throw.
+  static std::optional<RecordedEvent> unlessFaulted(orStream_t stream);
   RecordedEvent(RecordedEvent&& other) noexcept;
   RecordedEvent& operator=(RecordedEvent&& other) noexcept;
   RecordedEvent(const RecordedEvent&) = delete;
@@ -31,9 +37,9 @@ class RecordedEvent {
   // error counts as finished: the faulted device runs nothing more, and the
   // error surfaces at the next synchronising call.
   bool completed() const;
-  // Waits on the host for that work; errors are left to the next
-  // synchronising call, so that memory is never held back by them.
-  void waitQuietly() const;
+  // Waits on the host for that work (orEventSynchronize's status: a sticky
+  // error, or orErrorNotPermitted from inside a kernel of that stream).
+  orError_t synchronize() const;
   orEvent_t get() const { return handle_; }
 
  private:

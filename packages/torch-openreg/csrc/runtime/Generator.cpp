@@ -23,6 +23,17 @@ class OpenRegGeneratorImpl final : public at::CPUGeneratorImpl {
     key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
   }
 
+  // A device generator's pickle (Generator.__reduce__) carries an offset
+  // besides the state, for counter-based engines such as CUDA's Philox.
+  // The mt19937 engine has none: its whole position is in get_state(),
+  // which the pickle also carries. So the offset is always 0, and only 0 is
+  // accepted back.
+  uint64_t get_offset() const override { return 0; }
+  void set_offset(uint64_t offset) override {
+    TORCH_CHECK(offset == 0, "openreg generators use the CPU's mt19937 engine, which has no offset (got ",
+                offset, "); save and restore the position with get_state() and set_state()");
+  }
+
  private:
   OpenRegGeneratorImpl* clone_impl() const override {
     auto* copy = new OpenRegGeneratorImpl(device_.index());

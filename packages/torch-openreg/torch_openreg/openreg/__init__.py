@@ -99,13 +99,14 @@ def _lazy_init() -> None:
     if _initialized:
         return
     if _in_bad_fork:
+        # The upstream reference backend's words, which its users and tests know.
         raise RuntimeError(
-            "Cannot re-initialize openreg in forked subprocess. To use openreg with "
+            "Cannot re-initialize OpenReg in forked subprocess. To use OpenReg with "
             "multiprocessing, you must use the 'spawn' start method"
         )
     with _init_lock:
         if not is_available():
-            raise RuntimeError("openreg is not available: no openreg devices (OPENREG_DEVICE_COUNT)")
+            _C._check_device_index(0)  # raises, with the runtime's reason (a bad setting)
         _initialized = True
 # LITERALINCLUDE END: LAZY_INIT_AND_FORK
 
@@ -204,6 +205,7 @@ def get_device_properties(device: Any = None) -> _DeviceProperties:
     """Name, total memory, capability and processor count of ``device``."""
     _lazy_init()
     index = _device_index(device, optional=True, default_current=True)
+    _C._check_device_index(index)  # also for -1, which means no device elsewhere
     # The runtime's own bindings already describe a device.
     return _DeviceProperties(openreg_runtime.get_device_properties(index))
 

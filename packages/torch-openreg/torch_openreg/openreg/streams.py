@@ -8,6 +8,7 @@ classes only choose the device.
 
 from typing import Any
 
+import openreg_runtime
 import torch
 
 import torch_openreg._C as _C
@@ -28,6 +29,11 @@ class Stream(torch.Stream):
             return super().__new__(cls, **kwargs)
         index = _device_index(device, optional=True, default_current=True)
         return super().__new__(cls, device=torch.device("openreg", index), priority=priority)
+
+    @property
+    def priority(self) -> int:
+        """The stream's priority, as torch.cuda.Stream.priority: 0 normal, -1 high."""
+        return openreg_runtime.stream_get_priority(self.native_handle)
 
 
 # LITERALINCLUDE START: OPENREG_EVENT
@@ -70,13 +76,19 @@ def default_stream(device: Any = None) -> Stream:
     return _wrap(_C._default_stream(index), index)
 
 
-def set_stream(stream: torch.Stream) -> None:
-    """Make ``stream`` the calling thread's current stream on its device."""
-    if stream is None:
-        return
+def _check_openreg_stream(stream: torch.Stream) -> None:
     if stream.device_type != _PRIVATEUSE1:
         raise ValueError(f"expected an openreg stream, got a stream of {stream.device}")
-    _C._exchange_stream(stream.stream_id, stream.device_index)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Make ``stream`` the calling thread's current stream, and its device the
+    current device, as torch.cuda.set_stream and torch.accelerator.set_stream do."""
+    if stream is None:
+        return
+    _check_openreg_stream(stream)
+    _C._exchange_stream(stream.stream_id, stream.device_index)  # checks the stream first
+    _C._set_device(stream.device_index)
 
 
 class StreamContext:
@@ -84,6 +96,8 @@ class StreamContext:
     restoring both on exit. ``None`` does nothing."""
 
     def __init__(self, stream: torch.Stream | None):
+        if stream is not None:
+            _check_openreg_stream(stream)
         self.stream = stream
         self.previous_stream: int | None = None
         self.previous_device = -1

@@ -27,7 +27,8 @@ def _device_index(device: Any, optional: bool = False, default_current: bool = F
         raise ValueError("expected an openreg device, got None")
     if not isinstance(device, int):
         raise TypeError(f"expected an openreg device index, got {device!r}")
-    if device >= _C._device_count():
-        raise IndexError(f"openreg device index {device} is out of range: there are "
-                         f"{_C._device_count()} openreg devices; set OPENREG_DEVICE_COUNT for more")
+    if device >= _C._device_count() or (device < 0 and not optional):
+        # The C++ check's error: a torch.AcceleratorError (a RuntimeError, as
+        # CUDA's invalid device ordinal) naming the valid range.
+        _C._check_device_index(device)
     return device

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 import openreg_runtime
 import torch
 
+import torch_openreg._C
+
 __all__ = ["check_same_device", "launch_on_stream"]
 
 
@@ -63,7 +65,13 @@ def launch_on_stream(name: str, tensors: Sequence[torch.Tensor], fn: Callable[..
     stream = torch.openreg.current_stream(tensors[0].device)
 
     def kernel() -> None:
-        fn(*(spec.view() for spec in specs))
+        views = [spec.view() for spec in specs]
+        try:
+            fn(*views)
+        finally:
+            # The host must never reach device memory outside a kernel: a
+            # view fn kept (in a global, say) raises from now on.
+            torch_openreg._C._revoke_kernel_views(views, name)
 
     openreg_runtime.launch_kernel(stream.native_handle, kernel, name)
 # LITERALINCLUDE END: PYTHON_LAUNCH

@@ -12,6 +12,7 @@
 #include <torch_openreg/Kernel.h>
 
 #include "aten/kernels/Launch.h"
+#include "aten/kernels/SameDevice.h"
 #include "fast/ResultsInPlace.h"
 
 namespace torch_openreg::native {
@@ -61,8 +62,13 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef outputPadding, int64_t groups) {
-  c10::DeviceGuard guard(input.device());
   bool hasBias = bias.has_value() && bias->defined();
+  if (hasBias) {
+    checkSameDevice("convolution", {{"input", &input}, {"weight", &weight}, {"bias", &*bias}});
+  } else {
+    checkSameDevice("convolution", {{"input", &input}, {"weight", &weight}});
+  }
+  c10::DeviceGuard guard(input.device());
   // at::_convolution checked the shapes before choosing this backend.
   std::vector<int64_t> outputSizes =
       transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, outputPadding, stride,
@@ -87,6 +93,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     const at::Tensor& gradOutput, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef outputPadding, int64_t groups, std::array<bool, 3> outputMask) {
+  checkSameDevice("convolution_backward", {{"grad_output", &gradOutput}, {"input", &input}, {"weight", &weight}});
   c10::DeviceGuard guard(input.device());
   int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
   Dims biasSizes{channels};

@@ -132,6 +132,9 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
   TORCH_CHECK(!hasMathBits(dst), "openreg does not support copying into a conjugated or negated view");
+  for (const at::Tensor* side : {&self, &dst}) {
+    if (isOpenRegTensor(*side)) checkStorageHolds(*side);
+  }
   const at::Tensor& device = isOpenRegTensor(dst) ? dst : self;
   c10::DeviceGuard guard(device.device());
   if (isOpenRegTensor(self) && !isOpenRegTensor(dst) && hasMathBits(self)) {

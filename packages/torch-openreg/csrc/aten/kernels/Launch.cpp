@@ -26,6 +26,18 @@ size_t spanBytes(const at::Tensor& t) {
   return static_cast<size_t>(last + 1) * t.element_size();
 }
 
+void checkHolds(const at::Tensor& t, size_t span) {
+  if (span == 0) return;
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "openreg kernel operand: expected a tensor "
+              "on an openreg device, got one on ", t.device(), "; move it with .to(\"openreg\")");
+  size_t needed = static_cast<size_t>(t.storage_offset()) * t.element_size() + span;
+  size_t held = t.storage().nbytes();
+  TORCH_CHECK(needed <= held, "the tensor's storage is empty or too small: it holds ", held,
+              " bytes, but the tensor (sizes ", t.sizes(), ", strides ", t.strides(), ", storage offset ",
+              t.storage_offset(), ") needs ", needed, "; its storage was resized after the tensor was made "
+              "(untyped_storage().resize_); resize it back or make the tensor again");
+}
+
 // The device a launch runs on: its first tensor's (Kernel.h's checks).
 c10::DeviceIndex kernelDevice(const char* name, const std::vector<at::Tensor>& tensors) {
   TORCH_CHECK(!tensors.empty(), "openreg kernel ", name, ": launched over no tensors; a kernel runs on the "
@@ -54,12 +66,16 @@ struct PlainKernel {
 
 }  // namespace
 
+void checkStorageHolds(const at::Tensor& t) { checkHolds(t, spanBytes(t)); }
+
 void describeInto(DeviceView& view, const at::Tensor& t) {
+  size_t span = spanBytes(t);
+  checkHolds(t, span);
   view.data = t.data_ptr();
   view.sizes.assign(t.sizes().begin(), t.sizes().end());
   view.strides.assign(t.strides().begin(), t.strides().end());
   view.dtype = t.scalar_type();
-  view.span = spanBytes(t);
+  view.span = span;
   view.conj = t.is_conj();
   view.neg = t.is_neg();
 }

@@ -36,6 +36,10 @@ struct DeviceView {
   bool conj = false;  // the lazy conjugate and negative bits of complex views
   bool neg = false;
 };
+// Throws unless t is an openreg tensor whose storage holds every byte it
+// reaches: any other operand would fault inside a kernel or copy, as an
+// illegal address that leaves the device unusable. describeInto checks.
+void checkStorageHolds(const at::Tensor& t);
 void describeInto(DeviceView& view, const at::Tensor& deviceTensor);
 
 // Kernel only: the CPU tensor over the translated memory of view.

@@ -108,6 +108,24 @@ at::Tensor& setSourceStorage(at::Tensor& self, at::Storage source) {
   return setSourceStorageOffset(self, std::move(source), 0, {elements}, {});
 }
 
+// LITERALINCLUDE START: SHALLOW_COPY_TYPE
+// `param.data = t` and Module.to (which assigns .data, so that tied
+// parameters stay one tensor) ask this first. PyTorch's own answer,
+// TensorImpl::has_compatible_shallow_copy_type, knows only the dense
+// backends built into it and leaves PrivateUse1 to the backend: a dense
+// openreg tensor and a dense CPU or openreg tensor are interchangeable, as
+// CUDA's and the CPU's are. Without this, Module.to("openreg") unties
+// every tied weight.
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() && !t.is_nested() &&
+           (t.is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self) && dense(from));
+}
+// LITERALINCLUDE END: SHALLOW_COPY_TYPE
+
 void recordStream(at::Tensor& self, c10::Stream stream) {
   // The allocator knows allocations by their start: the storage's pointer.
   deviceAllocator()->recordStream(self.storage().data_ptr(), stream);

@@ -28,6 +28,9 @@ at::Tensor& setSourceStorageOffset(at::Tensor& self, at::Storage source, int64_t
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking);
 at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst);
 at::Scalar localScalarDense(const at::Tensor& self);
+// Whether self.data = from may swap self's implementation for from's;
+// Module.to relies on it to keep tied parameters tied.
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from);
 // Tensor.record_stream(s): the caching allocator keeps self's memory from
 // being reused until the work queued on s so far has finished.
 void recordStream(at::Tensor& self, c10::Stream stream);
