@@ -4,8 +4,10 @@ aten operator itself; only these are openreg's own. Not a kernel: a
 translation builds ONNX nodes that compute what the device kernel computes.
 
 Each translation is a plain Python function that the exporter traces with
-its inputs as ONNX values (so it can read their dtypes); Python numbers
-passed to ``op.*`` become constants of the tensor operand's dtype.
+its inputs as ONNX values of known dtype and shape. The values it creates
+have no dtype yet while it traces, so every Python number is made a
+constant of the input's dtype explicitly (op.CastLike), never left to be
+guessed as float32.
 """
 
 from __future__ import annotations
@@ -28,20 +30,21 @@ def swish(x):
 
 # openreg::swish_backward: d/dx [x * s] = s * (1 + x * (1 - s)), s = sigmoid(x).
 def swish_backward(grad_output, x):
-    s = op.Sigmoid(x)
-    return op.Mul(grad_output, op.Mul(s, op.Add(1.0, op.Mul(x, op.Sub(1.0, s)))))
+    s, one = op.Sigmoid(x), op.CastLike(1.0, x)
+    return op.Mul(grad_output, op.Mul(s, op.Add(one, op.Mul(x, op.Sub(one, s)))))
 
 
 # openreg::softclip (Python, torch.library.custom_op): limit * tanh(x / limit).
 # limit is a float argument of the operator, so a constant of the graph.
 def softclip(x, limit: float):
+    limit = op.CastLike(limit, x)
     return op.Mul(op.Tanh(op.Div(x, limit)), limit)
 
 
 # openreg::softclip_backward: grad * (1 - tanh(x / limit)^2).
 def softclip_backward(grad, x, limit: float):
-    t = op.Tanh(op.Div(x, limit))
-    return op.Mul(grad, op.Sub(1.0, op.Mul(t, t)))
+    t = op.Tanh(op.Div(x, op.CastLike(limit, x)))
+    return op.Mul(grad, op.Sub(op.CastLike(1.0, x), op.Mul(t, t)))
 
 
 # openreg::all_finite (C++ fragment, Fragment.cpp): a 0-dim bool. x - x is 0
@@ -49,9 +52,9 @@ def softclip_backward(grad, x, limit: float):
 # for integer tensors too (always finite), and counting the misses makes an
 # empty tensor all finite, as torch's all() does.
 def all_finite(x):
-    not_finite = op.Not(op.Equal(op.Sub(x, x), op.Sub(x, x)))
-    misses = op.ReduceSum(op.Cast(not_finite, to=ir.DataType.INT64), keepdims=0)
-    return op.Equal(misses, 0)
+    difference = op.Sub(x, x)
+    misses = op.Cast(op.Not(op.Equal(difference, difference)), to=ir.DataType.INT64)
+    return op.Equal(op.ReduceSum(misses, keepdims=0), op.Constant(value_int=0))
 
 
 # openreg::scaled_add (Python fragment added to the openreg namespace):
@@ -59,7 +62,7 @@ def all_finite(x):
 def scaled_add(x, y, alpha: float = 1.0):
     dtype = _promoted(x, y)
     x, y = op.Cast(x, to=dtype), op.Cast(y, to=dtype)
-    return op.Add(x, op.Mul(y, alpha))
+    return op.Add(x, op.Mul(y, op.CastLike(alpha, x)))
 # LITERALINCLUDE END: ONNX_TRANSLATIONS
 
 

@@ -82,12 +82,13 @@ def verify(program: torch.onnx.ONNXProgram, model: torch.nn.Module, args: tuple[
     inputs along dynamic dimensions), and compares output by output.
     ``tolerances`` overrides entries of TOLERANCES."""
     limits = {**TOLERANCES, **(tolerances or {})}
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    feeds = _feeds(session, args, kwargs)
     with torch.no_grad():
         expected = [t.cpu() for t in pytree.tree_leaves(model(*args, **(kwargs or {})))
                     if isinstance(t, torch.Tensor)]
-    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
-    actual = session.run(None, _feeds(session, args, kwargs))
+    actual = session.run(None, feeds)
     if len(actual) != len(expected):
         raise VerificationError(f"the exported model has {len(actual)} outputs but the model "
                                 f"returned {len(expected)} tensors")

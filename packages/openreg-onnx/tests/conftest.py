@@ -53,7 +53,6 @@ def _export_and_verify(model, args: tuple, *, verify_on: list[tuple] | None = No
     ``verify_on`` (other sizes along dynamic dimensions). Returns the program
     and the verification results; prints them (pytest -s shows the figures)."""
     import onnx
-
     import openreg_onnx
 
     program = openreg_onnx.export(model, args, verbose=False, **options)
