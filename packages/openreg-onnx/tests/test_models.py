@@ -7,6 +7,9 @@ batch and sequence dimensions."""
 
 from __future__ import annotations
 
+import onnx
+import onnxruntime
+import openreg_onnx
 import pytest
 import torch
 import torch.nn as nn
@@ -97,3 +100,17 @@ def test_dynamic_batch(name, device, training_models, export_and_verify):
                                          verify_on=[(other,)])
     assert _input_dims(program) == [["batch", *x.shape[1:]]]
     assert results[1].outputs[0].shape == (7, 3)
+
+
+def test_saved_file_is_the_verified_model(tmp_path, training_models):
+    build, make_input, _ = training_models["mlp"]
+    model, x = _on_device(build, make_input, "openreg:1", torch.float32)
+    path = tmp_path / "mlp.onnx"
+    program = openreg_onnx.export(model, (x,), path, verbose=False, verify=True)
+    onnx.checker.check_model(str(path), full_check=True)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (from_file,) = session.run(None, {session.get_inputs()[0].name: x.cpu().numpy()})
+    (from_program,) = program(x.cpu())
+    assert torch.equal(torch.from_numpy(from_file), from_program)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(from_file), model(x).cpu(), rtol=1e-4, atol=1e-5)
