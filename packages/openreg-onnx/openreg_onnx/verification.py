@@ -74,13 +74,15 @@ class VerificationResult:
 
 
 # LITERALINCLUDE START: ONNX_VERIFY
-def verify(program: torch.onnx.ONNXProgram, model: torch.nn.Module, args: tuple[Any, ...] = (),
-           kwargs: dict[str, Any] | None = None,
+def verify(program: torch.onnx.ONNXProgram, model: torch.nn.Module | torch.export.ExportedProgram,
+           args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
            tolerances: dict[torch.dtype, tuple[float, float]] | None = None) -> VerificationResult:
     """Runs ``program`` in onnxruntime (CPU) and ``model`` on its device, both
     on ``args``/``kwargs`` (which may have other sizes than the export's
     inputs along dynamic dimensions), and compares output by output.
     ``tolerances`` overrides entries of TOLERANCES."""
+    if isinstance(model, torch.export.ExportedProgram):
+        model = model.module()
     limits = {**TOLERANCES, **(tolerances or {})}
     session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
                                            providers=["CPUExecutionProvider"])

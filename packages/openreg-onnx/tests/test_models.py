@@ -72,6 +72,15 @@ def test_custom_ops_model_with_dynamic_batch_and_sequence(export_and_verify):
     assert results[1].outputs[1].dtype == torch.bool
 
 
+def test_exported_program_exports_and_verifies(export_and_verify):
+    # torch.onnx.export also takes what torch.export made; the reference is then its module.
+    torch.manual_seed(0)
+    x = torch.randn(5, 6, device="openreg:0")
+    captured = torch.export.export(CustomOpsNet().eval().to("openreg:0"), (x,))
+    program, _ = export_and_verify(captured, (x,))
+    assert {"Sigmoid", "Tanh"} <= {node.op_type for node in program.model.graph}
+
+
 def _input_dims(program) -> list[list[int | str]]:
     return [[d if isinstance(d, int) else str(d) for d in value.shape] for value in program.model.graph.inputs]
 
