@@ -13,6 +13,7 @@
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
+#include "compile/CompiledKernel.h"
 #include "fast/ScratchAllocator.h"
 #include "python/Module.h"
 #include "python/TestingHooks.h"
@@ -107,6 +108,7 @@ void bindModule(py::module_ m) {
     deviceAllocator()->emptyCache({0, 0});
     emptyScratchCache();
   });
+  bindCompiledKernel(m);
   bindTestingHooks(m.def_submodule("_testing", "Hooks for the speed layers' tests; not an API."));
   m.def("_mem_get_info", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
