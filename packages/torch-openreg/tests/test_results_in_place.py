@@ -46,7 +46,7 @@ def test_convolution_results_land_in_place_from_the_second_call(case, memory_for
     for call in range(3):
         result, counts = counts_during(lambda: F.conv2d(device_image, device_kernel, padding=padding))
         torch.testing.assert_close(result.cpu(), expected, rtol=0, atol=0)
-        assert result.stride() == expected.stride()
+        assert result.is_contiguous()  # what PyTorch's fake tensors say of an overrideable convolution
         assert counts["in_place"] + counts["copied"] == 1
         if call > 0:  # the first call teaches where the result is allocated
             assert counts == {"in_place": 1, "copied": 0}

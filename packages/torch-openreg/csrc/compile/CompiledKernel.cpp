@@ -34,8 +34,9 @@ using CompiledEntry = void (*)(void* const* params);
 
 // One argument of the kernel, as the wrapper passed it.
 struct CompiledArg {
-  enum class Kind { DeviceTensor, Int, Float } kind;
+  enum class Kind { DeviceTensor, HostScalar, Int, Float } kind;
   size_t tensorIndex = 0;  // DeviceTensor: its index among the launched tensors
+  at::Tensor hostScalar;   // HostScalar: a copy of the 0-dim CPU tensor, taken at launch
   int64_t intValue = 0;
   double floatValue = 0.0;
 };
@@ -49,7 +50,7 @@ union ParamSlot {
 // LITERALINCLUDE END: COMPILED_KERNEL_ENTRY
 
 // Sorts the wrapper's arguments into device tensors (launched, so the kernel
-// sees their translated memory) and scalars (kept by value).
+// sees their translated memory) and values (kept by value until it runs).
 std::vector<CompiledArg> collectArgs(const std::string& name, const py::tuple& args,
                                      std::vector<at::Tensor>& tensors) {
   std::vector<CompiledArg> collected;
@@ -58,12 +59,22 @@ std::vector<CompiledArg> collectArgs(const std::string& name, const py::tuple& a
     CompiledArg out{CompiledArg::Kind::Int};
     if (THPVariable_Check(arg.ptr())) {
       const at::Tensor& t = THPVariable_Unpack(arg.ptr());
-      TORCH_CHECK(isOpenRegTensor(t), "compiled openreg kernel ", name, ": argument ", collected.size(),
-                  " is a tensor on ", t.defined() ? t.device().str() : std::string("no device"),
-                  "; a kernel generated for openreg takes only openreg tensors");
-      out.kind = CompiledArg::Kind::DeviceTensor;
-      out.tensorIndex = tensors.size();
-      tensors.push_back(t);
+      if (t.defined() && t.device().is_cpu() && t.dim() == 0) {
+        // Inductor reads a 0-dim CPU tensor (an optimizer's step count) in
+        // device kernels, as CUDA kernels read it as a by-value argument: its
+        // value at launch is what counts, so the kernel gets a copy, not the
+        // tensor the host may update before the kernel runs.
+        out.kind = CompiledArg::Kind::HostScalar;
+        out.hostScalar = t.clone();
+      } else {
+        TORCH_CHECK(isOpenRegTensor(t), "compiled openreg kernel ", name, ": argument ", collected.size(),
+                    " is a tensor on ", t.defined() ? t.device().str() : std::string("no device"),
+                    " with ", t.defined() ? t.dim() : 0, " dimensions; a kernel generated for openreg takes "
+                    "openreg tensors and 0-dim CPU tensors only");
+        out.kind = CompiledArg::Kind::DeviceTensor;
+        out.tensorIndex = tensors.size();
+        tensors.push_back(t);
+      }
     } else if (PyLong_Check(arg.ptr())) {
       out.intValue = arg.cast<int64_t>();
     } else if (PyFloat_Check(arg.ptr())) {
@@ -96,6 +107,7 @@ void launchCompiledKernel(const std::string& name, uintptr_t entryAddress, const
     for (size_t i = 0; i < layout.size(); ++i) {
       switch (layout[i].kind) {
         case CompiledArg::Kind::DeviceTensor: values[i].pointer = views[layout[i].tensorIndex].data_ptr(); break;
+        case CompiledArg::Kind::HostScalar: values[i].pointer = layout[i].hostScalar.data_ptr(); break;
         case CompiledArg::Kind::Int: values[i].intValue = layout[i].intValue; break;
         case CompiledArg::Kind::Float: values[i].floatValue = layout[i].floatValue; break;
       }

@@ -9,9 +9,11 @@ any host call of a generated kernel (it would fault on device memory).
 from __future__ import annotations
 
 import ctypes
+import weakref
 from typing import Any
 
 import torch
+from torch._inductor import config
 from torch._inductor.codegen.common import (
     DeviceOpOverrides,
     register_backend_for_device,
@@ -131,8 +133,39 @@ class _OpenRegWrapperLines:
         return line
 
 
+# Note [Inductor's loop transforms for SIMD kernels]
+# When fusing, Inductor's scheduler may reorder, reindex or invert a node's
+# loops. Those transforms read a node's group as a SIMD (Triton-style) kernel
+# has it, (numel, reduction numel), and the scheduler skips them for nodes
+# whose device type is "cpu" (SchedulerNode.is_cpu), whose C++ kernels group
+# nodes by their loop sizes. An openreg node is scheduled by that C++ code
+# generation, so the transforms must be skipped for it too; Inductor has no
+# per-device switch, only these flags. Inductor creates the wrapper of a graph
+# just before the graph's scheduler, and generates the wrapper's code last:
+# the flags are off in between, for graphs holding openreg kernels only.
+CPP_KERNEL_FUSION = {
+    "loop_ordering_after_fusion": False,
+    "loop_reindexing_after_fusion": False,
+    "loop_index_inversion_in_fusion": False,
+}
+
+
 class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
     """Inductor's Python wrapper for graphs holding openreg kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        patch = config.patch(CPP_KERNEL_FUSION)
+        patch.__enter__()
+        # Restored when the code is generated, or when a failed compilation
+        # drops this wrapper before that.
+        self._restore_fusion_config = weakref.finalize(self, patch.__exit__, None, None, None)
+
+    def generate(self, is_inference: bool) -> Any:
+        try:
+            return super().generate(is_inference)
+        finally:
+            self._restore_fusion_config()
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
