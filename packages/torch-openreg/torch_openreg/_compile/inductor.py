@@ -150,16 +150,22 @@ CPP_KERNEL_FUSION = {
 }
 
 
+def _set_config(values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        setattr(config, name, value)
+
+
 class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
     """Inductor's Python wrapper for graphs holding openreg kernels."""
 
     def __init__(self) -> None:
         super().__init__()
-        patch = config.patch(CPP_KERNEL_FUSION)
-        patch.__enter__()
+        prior = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
+        for name, value in CPP_KERNEL_FUSION.items():
+            setattr(config, name, value)
         # Restored when the code is generated, or when a failed compilation
         # drops this wrapper before that.
-        self._restore_fusion_config = weakref.finalize(self, patch.__exit__, None, None, None)
+        self._restore_fusion_config = weakref.finalize(self, _set_config, prior)
 
     def generate(self, is_inference: bool) -> Any:
         try:
