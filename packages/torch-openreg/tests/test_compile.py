@@ -236,3 +236,14 @@ def test_compile_under_autocast():
         expected = device_model(x.to("openreg"))
     assert out.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=2e-2, atol=2e-2)
+
+
+def test_inductor_fusion_flags_come_back_after_an_openreg_compile():
+    from torch._inductor import config
+    from torch_openreg._compile.inductor import CPP_KERNEL_FUSION
+
+    before = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
+    compiled = torch.compile(lambda t: torch.softmax(t, -1) * 2)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(compiled(x.to("openreg")).cpu(), torch.softmax(x, -1) * 2)
+    assert {name: getattr(config, name) for name in CPP_KERNEL_FUSION} == before

@@ -150,9 +150,29 @@ CPP_KERNEL_FUSION = {
 }
 
 
-def _set_config(values: dict[str, Any]) -> None:
-    for name, value in values.items():
-        setattr(config, name, value)
+# How many openreg wrappers hold the flags off, and the values to restore
+# when the last one lets go. A compilation that fails lets go only when its
+# wrapper is collected, maybe during a later compilation: the count keeps
+# that from turning the flags back on under it.
+_fusion_flag_holders = 0
+_fusion_flags_before: dict[str, Any] = {}
+
+
+def _hold_cpp_kernel_fusion() -> None:
+    global _fusion_flag_holders, _fusion_flags_before
+    if _fusion_flag_holders == 0:
+        _fusion_flags_before = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
+        for name, value in CPP_KERNEL_FUSION.items():
+            setattr(config, name, value)
+    _fusion_flag_holders += 1
+
+
+def _release_cpp_kernel_fusion() -> None:
+    global _fusion_flag_holders
+    _fusion_flag_holders -= 1
+    if _fusion_flag_holders == 0:
+        for name, value in _fusion_flags_before.items():
+            setattr(config, name, value)
 
 
 class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
@@ -160,12 +180,10 @@ class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
 
     def __init__(self) -> None:
         super().__init__()
-        prior = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
-        for name, value in CPP_KERNEL_FUSION.items():
-            setattr(config, name, value)
-        # Restored when the code is generated, or when a failed compilation
-        # drops this wrapper before that.
-        self._restore_fusion_config = weakref.finalize(self, _set_config, prior)
+        _hold_cpp_kernel_fusion()
+        # Released when the code is generated, or when a failed compilation
+        # drops this wrapper before that (a finalizer runs once).
+        self._restore_fusion_config = weakref.finalize(self, _release_cpp_kernel_fusion)
 
     def generate(self, is_inference: bool) -> Any:
         try:
