@@ -68,9 +68,10 @@ def calls_per_sample(cpu_fn, seconds: float = 0.005) -> int:
     return max(5, min(5000, round(seconds / per_call)))
 
 
-def compare(cases: dict, inner: int | None = None, rounds: int = 21) -> dict:
+def compare(cases: dict, inner: int | None = None, rounds: int = 21, anchor_finish=lambda: None) -> dict:
     """For each case name -> (openreg fn, CPU fn): the median seconds per call
-    on openreg and on the CPU, and their ratio.
+    on openreg and on the CPU, and their ratio. An anchor that also queues
+    openreg work passes anchor_finish=torch.openreg.synchronize.
 
     The samples come in pairs, one openreg and one CPU, so that both sides
     see the same machine: on a shared VM the speed of the CPU drifts by tens
@@ -92,7 +93,7 @@ def compare(cases: dict, inner: int | None = None, rounds: int = 21) -> dict:
     for pair in range(rounds):
         for name, (device_fn, cpu_fn) in cases.items():
             device, cpu = samples[name]
-            sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, lambda: None)]
+            sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, anchor_finish)]
             for taken, fn, finish in sides if pair % 2 == 0 else reversed(sides):
                 taken.append(seconds_per_call(fn, calls[name], finish))
     results = {}

@@ -63,7 +63,7 @@ def _register() -> None:
     import openreg_runtime  # noqa: F401
 
     import torch_openreg._C  # noqa: F401  (C++ registrations run at load)
-    from torch_openreg import _dlpack, _extensions, openreg
+    from torch_openreg import _compile, _dlpack, _extensions, openreg
 
     # LITERALINCLUDE START: PYTHON_REGISTRATION
     torch.utils.rename_privateuse1_backend("openreg")
@@ -75,6 +75,7 @@ def _register() -> None:
     # The operators written in Python; they name the device "openreg".
     from torch_openreg import ops  # noqa: F401
     _dlpack.install()
+    _compile.register()  # torch.compile: Dynamo's device interface, Inductor's backend
     _extensions.load_all()
 
 

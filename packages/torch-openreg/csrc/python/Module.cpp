@@ -13,6 +13,7 @@
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
+#include "compile/CompiledKernel.h"
 #include "fast/ScratchAllocator.h"
 #include "python/Module.h"
 #include "python/TestingHooks.h"
@@ -108,6 +109,7 @@ void bindModule(py::module_ m) {
     deviceAllocator()->emptyCache({0, 0});
     emptyScratchCache();
   });
+  bindCompiledKernel(m);
   bindTestingHooks(m.def_submodule("_testing", "Hooks for the speed layers' tests; not an API."));
   // A Python kernel's CPU views of device memory (ops/launch.py) are valid
   // only while the kernel runs: afterwards they, and every view of them,

@@ -9,10 +9,14 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros_like.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 namespace torch_openreg::native {
 namespace {
@@ -36,6 +40,24 @@ at::Tensor scores(const at::Tensor& query, const at::Tensor& key, const at::Tens
     s.masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   }
   return s;
+}
+
+// result, in the layout PyTorch's meta functions give this operator's
+// results: like's order of dimensions by stride, over result's sizes
+// (alloc_with_matching_layout, empty_like in torch/_meta_registrations.py).
+// torch.compile plans memory with those layouts, so the device must agree.
+at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(like.dim());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= result.size(*it);
+  }
+  if (result.strides().vec() == strides) return result;
+  return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
 }
 
 }  // namespace
@@ -64,9 +86,12 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   at::Tensor bias = attnBias.has_value() ? *attnBias : at::Tensor();
   at::Tensor s = scores(query, key, bias, isCausal, scaleOf(query, scale));
   at::Tensor logsumexp = s.logsumexp(-1);
-  at::Tensor output = at::matmul((s - logsumexp.unsqueeze(-1)).exp_(), value);
+  at::Tensor output = inLayoutOf(at::matmul((s - logsumexp.unsqueeze(-1)).exp_(), value), query);
+  // The other results as PyTorch's meta function has them: no sequence
+  // offsets or debug mask, the sequence lengths, 0-dim RNG seed and offset.
   at::Tensor none = at::empty({0}, query.options());
-  return {output, logsumexp, none, none, 0, 0, none, none, none};
+  at::Tensor noRng = at::empty({}, query.options().dtype(at::kLong));
+  return {output, logsumexp, none, none, query.sym_size(-2), key.sym_size(-2), noRng, noRng, none};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackward(
@@ -88,7 +113,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
   if (gradInputMask[3] && attnBias.defined()) {
     gradBias = gradScores.sum_to_size(attnBias.sizes());
   }
-  return {gradQuery, gradKey, gradValue, gradBias};
+  return {inLayoutOf(gradQuery, query), inLayoutOf(gradKey, key), inLayoutOf(gradValue, value), gradBias};
 }
 
 }  // namespace torch_openreg::native

@@ -18,13 +18,12 @@
 namespace torch_openreg::native {
 namespace {
 
-// The layout PyTorch's CPU convolution gives its results: channels-last
-// when either operand is (a Meta call would say the same, at the cost of
-// a Python meta function per call).
+// The layout of the results: the one PyTorch's fake tensors give an
+// "overrideable" convolution (torch._C._conv_determine_backend_memory_format
+// for ConvBackend::Overrideable), whatever the operands' layouts. torch.compile
+// and torch.export plan memory with that answer, so the device must agree
+// with it, even where the CPU's own convolution would answer channels-last.
 c10::MemoryFormat layoutOf(const at::Tensor& input, const at::Tensor& weight) {
-  for (c10::MemoryFormat format : {c10::MemoryFormat::ChannelsLast, c10::MemoryFormat::ChannelsLast3d}) {
-    if (input.suggest_memory_format() == format || weight.suggest_memory_format() == format) return format;
-  }
   return c10::MemoryFormat::Contiguous;
 }
 
