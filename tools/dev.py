@@ -25,7 +25,7 @@ PYTHON = VENV / "bin" / "python"
 STAMPS = VENV / "openreg-stamps"
 REQUIREMENTS = ROOT / "tools" / "requirements-dev.txt"
 # Build order follows the dependency direction: runtime <- torch-openreg <- layers.
-PACKAGES = ["openreg-runtime", "torch-openreg"]
+PACKAGES = ["openreg-runtime", "torch-openreg", "openreg-amp"]
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 
