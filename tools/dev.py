@@ -3,6 +3,7 @@
 
     python3.11 tools/dev.py setup        create/refresh .venv, build what changed
     python3.11 tools/dev.py demo         setup, then run the demo
+    python3.11 tools/dev.py docs         setup, then build the guide (docs/_build/html)
     python3.11 tools/dev.py test         setup, then every check CI runs
     python3.11 tools/dev.py pytest ARGS  setup, then pytest with ARGS
 
@@ -28,6 +29,9 @@ REQUIREMENTS = ROOT / "tools" / "requirements-dev.txt"
 PACKAGES = ["openreg-runtime", "torch-openreg", "openreg-amp"]
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
+# The guide as a site: warnings (a stale quote, a snippet that fails) are errors,
+# every problem is reported, and -E rereads every page so each snippet runs again.
+BUILD_DOCS = [PYTHON, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html", "docs", "docs/_build/html"]
 
 
 def run(*command: str | Path, env: dict | None = None) -> None:
@@ -110,10 +114,12 @@ def main() -> None:
     steps = {
         "setup": [],
         "demo": [[PYTHON, "tools/demo.py", *args]],
+        "docs": [[*BUILD_DOCS, *args]],
         "pytest": [[PYTHON, "-m", "pytest", *args]],
         # Everything CI checks. pytest runs last, so its summary closes the output.
         "test": [
             [PYTHON, "tools/docs_check.py"],
+            BUILD_DOCS,
             [PYTHON, "-m", "ruff", "check", "."],
             [PYTHON, "tools/sanitize.py"],
             ([PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS], PLAIN_PATH),

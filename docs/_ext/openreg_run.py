@@ -1,0 +1,173 @@
+"""Sphinx extension: the ```{openreg-run} directive runs a Python snippet at build time.
+
+The page shows the snippet and the output of that very run (stdout and stderr
+as a terminal shows them), so shown output cannot go stale. Each snippet runs
+in a fresh interpreter of the build's environment, in a temporary directory,
+with only the OPENREG/TORCH settings the directive names; machine paths are
+scrubbed from the output. It is not a test runner: keep snippets short.
+
+    ```{openreg-run}
+    :file: oom.py                       (optional: saved under this name, command shown)
+    :env: OPENREG_DEVICE_MEMORY=64MiB   (optional: settings, shown in the command)
+    :args: -X faulthandler              (optional: interpreter options)
+    :returncode: 1                      (optional: the exit status expected; default 0)
+    :hide-code:                         (optional: show only command and output)
+    import torch
+    ...
+    ```
+
+A directive with :file: and no body runs the snippet saved earlier in the
+same page under that name again (e.g. with other settings).
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_SECONDS = 120
+# Settings of the caller's shell must not change what a page shows.
+CLEARED_PREFIXES = ("OPENREG_", "TORCH_", "PYTORCH_")
+logger = logging.getLogger(__name__)
+
+
+def scrub(text: str, workdir: str) -> str:
+    """The output without the paths of this machine: the snippet's directory,
+    the repository, the Python installation and PyTorch's build machine."""
+    replacements = [
+        (workdir + os.sep, ""),
+        (workdir, "."),
+        (str(ROOT) + os.sep, ""),
+        (sysconfig.get_paths()["stdlib"] + os.sep, "lib/python3.11/"),
+        ("/__w/pytorch/pytorch/", "pytorch/"),
+    ]
+    for old, new in replacements:
+        text = text.replace(old, new)
+    return text
+
+
+def snippet_environment(settings: list[str]) -> dict:
+    env = {name: value for name, value in os.environ.items() if not name.startswith(CLEARED_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave as they would in a terminal
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        env[name] = value
+    return env
+
+
+def run_snippet(code: str, file: str | None, settings: list[str], args: list[str]) -> tuple[int | None, str, float]:
+    """Exit status (None on timeout), scrubbed output and seconds taken of one run."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="openreg-run-") as workdir:
+        if file:
+            Path(workdir, file).write_text(code)
+            command, stdin = [sys.executable, *args, file], None
+        else:
+            command, stdin = [sys.executable, *args, "-"], code  # tracebacks say <stdin>
+        try:
+            finished = subprocess.run(command, cwd=workdir, env=snippet_environment(settings), input=stdin,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      timeout=TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired as expired:
+            output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
+            return None, scrub(output, workdir), time.monotonic() - started
+        return finished.returncode, scrub(finished.stdout, workdir), time.monotonic() - started
+
+
+class snippet_output(nodes.General, nodes.Element):
+    """Placeholder for a snippet's output until the run finishes; holds what
+    is needed to run the snippet again (a page read in an earlier build)."""
+
+
+# Snippets start while pages are read and run side by side; the pages wait for
+# their output only when written. Keys are (code, file, settings, args, page, line).
+RUNNER = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
+RUNS: dict[tuple, Future] = {}
+
+
+def start_run(key: tuple) -> Future:
+    if key not in RUNS:
+        code, file, settings, args = key[:4]
+        RUNS[key] = RUNNER.submit(run_snippet, code, file, list(settings), list(args))
+    return RUNS[key]
+
+
+class OpenRegRun(SphinxDirective):
+    has_content = True
+    option_spec = {
+        "file": directives.unchanged_required,
+        "env": directives.unchanged_required,
+        "args": directives.unchanged_required,
+        "returncode": int,
+        "hide-code": directives.flag,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        file = self.options.get("file")
+        settings = tuple(shlex.split(self.options.get("env", "")))
+        args = tuple(shlex.split(self.options.get("args", "")))
+        saved = self.env.temp_data.setdefault("openreg_run_files", {})
+        code = "\n".join(self.content).rstrip() + "\n" if self.content else None
+        if code is None:
+            if file not in saved:
+                raise self.error("openreg-run: no snippet: give a body, or :file: naming a snippet "
+                                 "shown earlier on this page")
+            code = saved[file]
+        elif file:
+            saved[file] = code
+        if (settings or args) and not file:
+            raise self.error("openreg-run: name the script with :file: so the page can show the command "
+                             "that carries :env: and :args:")
+
+        shown: list[nodes.Node] = []
+        if "hide-code" not in self.options:
+            shown.append(self.code_block(code, "python"))
+        if file:
+            shown.append(self.code_block(" ".join([*settings, "python", *args, file]), "sh"))
+        source, line = self.get_source_info()
+        placeholder = snippet_output(key=(code, file, settings, args, source, line),
+                                     returncode=self.options.get("returncode", 0))
+        self.set_source_info(placeholder)
+        start_run(placeholder["key"])
+        return [*shown, placeholder]
+
+    def code_block(self, text: str, language: str) -> nodes.literal_block:
+        block = nodes.literal_block(text, text, language=language)
+        self.set_source_info(block)
+        return block
+
+
+def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Replaces each placeholder with the output of its run, waiting for it."""
+    for placeholder in list(doctree.findall(snippet_output)):
+        key, expected = placeholder["key"], placeholder["returncode"]
+        returncode, output, seconds = start_run(key).result()
+        logger.verbose("openreg-run %s:%s took %.1f s", key[4], key[5], seconds)  # shown with -v
+        if returncode != expected:
+            status = "timed out" if returncode is None else f"exited with status {returncode}"
+            logger.warning("openreg-run: the snippet %s, expected %d; its output:\n%s", status, expected,
+                           output, location=placeholder)
+        text = output.rstrip("\n") or "(no output)"
+        block = nodes.literal_block(text, text, language="text")
+        block.source, block.line = placeholder.source, placeholder.line
+        placeholder.replace_self(block)
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_node(snippet_output)
+    app.add_directive("openreg-run", OpenRegRun)
+    app.connect("doctree-resolved", fill_in_outputs)
+    # Runs live in this process until the pages are written: no parallel reading.
+    return {"parallel_read_safe": False, "parallel_write_safe": True}

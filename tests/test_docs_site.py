@@ -1,0 +1,112 @@
+"""Tests of the guide's Sphinx extensions (docs/_ext): each builds a one-page
+site in a throwaway directory with warnings as errors. The real guide's build
+is `tools/dev.py docs`; these check that the build fails when it must."""
+
+import html as html_text
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTENSIONS = REPO / "docs" / "_ext"
+
+
+def build_site(tmp_path: Path, page: str, repo: Path | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    """Builds a site whose only page is `page`; returns the run and the page's
+    text (HTML tags removed, so highlighted code reads as written)."""
+    source = tmp_path / "site"
+    source.mkdir()
+    checked = repo or make_repo(tmp_path / "repo", {})
+    (source / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(EXTENSIONS)!r})\n"
+        "extensions = ['myst_parser', 'quote_check', 'openreg_run']\n"
+        f"quote_check_root = {str(checked)!r}\n"
+    )
+    (source / "index.md").write_text(page)
+    run = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html", str(source),
+         str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300,
+    )
+    html = tmp_path / "out" / "index.html"
+    return run, html_text.unescape(re.sub(r"<[^>]+>", "", html.read_text())) if html.exists() else ""
+
+
+def make_repo(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def snippet(*lines: str) -> str:
+    return "\n".join(["# Page", "", "```{openreg-run}", *lines, "```", ""])
+
+
+def test_snippet_output_is_shown_with_the_code(tmp_path):
+    run, html = build_site(tmp_path, snippet("print(6 * 7)", "print('done')"))
+    assert run.returncode == 0, run.stderr
+    assert "print(6 * 7)\nprint('done')" in html  # the code, then its output
+    assert "42\ndone" in html
+
+
+def test_settings_reach_the_snippet_and_the_shells_do_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENREG_FROM_THE_SHELL", "leaked")
+    page = snippet(":file: env.py", ":env: OPENREG_GIVEN=yes",
+                   "import os",
+                   "print(os.environ.get('OPENREG_GIVEN'), os.environ.get('OPENREG_FROM_THE_SHELL'))")
+    run, html = build_site(tmp_path, page)
+    assert run.returncode == 0, run.stderr
+    assert "yes None" in html
+    assert "OPENREG_GIVEN=yes python env.py" in html
+
+
+def test_machine_paths_are_scrubbed(tmp_path):
+    page = snippet(":file: where.py", "import os", "print(os.path.abspath('where.py'))", "print(os.getcwd())")
+    run, html = build_site(tmp_path, page)
+    assert run.returncode == 0, run.stderr
+    assert "openreg-run-" not in html  # the temporary directory's name
+    assert "where.py\n" in html
+
+
+def test_unexpected_exit_status_fails_the_build(tmp_path):
+    run, _ = build_site(tmp_path, snippet("raise SystemExit(3)"))
+    assert run.returncode != 0
+    assert "exited with status 3, expected 0" in run.stderr
+
+
+def test_expected_failure_shows_the_traceback(tmp_path):
+    page = snippet(":file: boom.py", ":returncode: 1", "raise ValueError('boom')")
+    run, html = build_site(tmp_path, page)
+    assert run.returncode == 0, run.stderr
+    assert "ValueError: boom" in html and 'File "boom.py", line 1' in html
+
+
+def test_a_file_is_run_again_with_other_settings(tmp_path):
+    page = "\n".join([
+        snippet(":file: show.py", "import os", "print('mode', os.environ.get('OPENREG_MODE'))"),
+        "```{openreg-run}", ":file: show.py", ":env: OPENREG_MODE=two", ":hide-code:", "```", "",
+    ])
+    run, html = build_site(tmp_path, page)
+    assert run.returncode == 0, run.stderr
+    assert "mode None" in html and "mode two" in html
+
+
+def test_unquoted_marker_fails_the_build(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"src/lib.cpp": "// LITERALINCLUDE START: LONELY\nint x;\n"
+                                                        "// LITERALINCLUDE END: LONELY\n"})
+    run, _ = build_site(tmp_path, "# Page\n\nNo quotes here.\n", repo=repo)
+    assert run.returncode != 0
+    assert "marker LONELY is not quoted by any doc" in run.stderr
+
+
+def test_quote_of_a_missing_marker_fails_the_build(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"src/lib.cpp": "int x;\n",
+                                         "docs/page.md": "<!-- LITERALINCLUDE: src/lib.cpp GONE -->\n```cpp\n```\n"})
+    run, _ = build_site(tmp_path, "# Page\n", repo=repo)
+    assert run.returncode != 0
+    assert "marker GONE not found in src/lib.cpp" in run.stderr
