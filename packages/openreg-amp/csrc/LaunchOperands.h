@@ -61,7 +61,13 @@ class LaunchOperands {
     starts_.push_back(tensors_.size());
     return *this;
   }
-  LaunchOperands& one(const char* what, const at::Tensor& tensor) { return optional(what, tensor); }
+  // Adds one tensor, which must be there.
+  LaunchOperands& one(const char* what, const at::Tensor& tensor) {
+    check(tensor, what);
+    tensors_.push_back(tensor);
+    starts_.push_back(tensors_.size());
+    return *this;
+  }
 
   // LITERALINCLUDE START: LAUNCH_OPERANDS
   // Queues body(OperandViews) as kernel `name` on the device's current

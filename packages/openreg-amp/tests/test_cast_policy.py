@@ -222,3 +222,32 @@ def test_custom_fwd_casts_inputs_and_custom_bwd_restores_the_region():
     assert out.grad_fn.backward_autocast is False  # forward ran with autocast off: so does backward
     torch.testing.assert_close(out.cpu(), a.detach().cpu().float() @ b.detach().cpu())
     torch.testing.assert_close(b.grad.cpu(), a.detach().cpu().float().t() @ torch.ones(4, 4))
+
+
+class _RecordsAutocast(torch.autograd.Function):
+    """A custom op without cast_inputs: it runs in the caller's region."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="openreg")
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="openreg")
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ctx.backward_autocast = torch.is_autocast_enabled("openreg")
+        ctx.backward_dtype = torch.get_autocast_dtype("openreg")
+        return grad @ b.t(), a.t() @ grad
+
+
+def test_custom_bwd_runs_backward_in_the_forward_region():
+    a = torch.randn(4, 4, device="openreg", requires_grad=True)
+    with torch.autocast("openreg", dtype=torch.bfloat16):
+        out = _RecordsAutocast.apply(a, a.detach())
+    assert out.dtype == torch.bfloat16  # the matmul inside forward was autocast
+    out.float().sum().backward()
+    assert out.grad_fn.backward_autocast is True
+    assert out.grad_fn.backward_dtype == torch.bfloat16
+    assert a.grad.dtype == torch.float32
