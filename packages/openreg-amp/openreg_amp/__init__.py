@@ -1,6 +1,6 @@
 """openreg_amp: the AMP layer of the openreg device - CUDA's autocast cast
 policy, GradScaler's device kernels and the fused optimizers, registered by
-loading libopenreg_amp.so. torch_openreg calls ``register`` through the
+loading libtorch_openreg_amp.so. torch_openreg calls ``register`` through the
 ``torch_openreg.extensions`` entry point; nothing here is a register-once
 hook (the AutocastPrivateUse1 fallthrough and the device module are
 torch_openreg's).
@@ -20,8 +20,8 @@ _registered = False
 
 
 def library_path() -> str:
-    """Path of libopenreg_amp.so, the registrations of this layer."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libopenreg_amp.so")
+    """Path of libtorch_openreg_amp.so, the registrations of this layer."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libtorch_openreg_amp.so")
 
 
 # LITERALINCLUDE START: OPENREG_AMP_REGISTER
