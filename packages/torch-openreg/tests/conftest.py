@@ -204,6 +204,12 @@ def python():
 # once for the tests that need them (one subprocess instead of several).
 _FRESH_FACTS = """
 import json, warnings
+# The core alone: layer packages installed beside it (openreg-amp, ...) are
+# hidden, so these facts do not depend on which layers the venv holds.
+import importlib.metadata as metadata
+all_entry_points = metadata.entry_points
+metadata.entry_points = lambda **params: (metadata.EntryPoints([])
+    if params.get("group") == "torch_openreg.extensions" else all_entry_points(**params))
 facts = {}
 import torch
 facts["has_openreg"] = hasattr(torch, "openreg")

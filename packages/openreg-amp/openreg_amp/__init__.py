@@ -1,0 +1,47 @@
+"""openreg_amp: the AMP layer of the openreg device - CUDA's autocast cast
+policy, GradScaler's device kernels and the fused optimizers, registered by
+loading libtorch_openreg_amp.so. torch_openreg calls ``register`` through the
+``torch_openreg.extensions`` entry point; nothing here is a register-once
+hook (the AutocastPrivateUse1 fallthrough and the device module are
+torch_openreg's).
+"""
+
+import os
+from importlib.metadata import version
+
+import torch
+
+from openreg_amp._build_info import TORCH_OPENREG_VERSION as _BUILT_FOR_TORCH_OPENREG
+from openreg_amp._build_info import TORCH_VERSION as _BUILT_FOR_TORCH
+
+__all__ = ["library_path", "register"]
+
+_registered = False
+
+
+def library_path() -> str:
+    """Path of libtorch_openreg_amp.so, the registrations of this layer."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libtorch_openreg_amp.so")
+
+
+# LITERALINCLUDE START: OPENREG_AMP_REGISTER
+def register() -> None:
+    """Loads the cast policies and kernels into the dispatcher (once).
+
+    Refuses, with what to do, a torch or torch-openreg other than the ones it
+    was compiled against: the library would not load, or worse, load and
+    misbehave. torch_openreg reports the refusal in torch.openreg.extensions().
+    """
+    global _registered
+    if _registered:
+        return
+    installed = {"torch": torch.__version__, "torch-openreg": version("torch-openreg")}
+    built = {"torch": _BUILT_FOR_TORCH, "torch-openreg": _BUILT_FOR_TORCH_OPENREG}
+    for name in installed:
+        if installed[name] != built[name]:
+            raise RuntimeError(f"openreg-amp was built against {name} {built[name]} but {name} "
+                               f"{installed[name]} is installed; rebuild openreg-amp "
+                               f"(pip install --no-build-isolation packages/openreg-amp).")
+    torch.ops.load_library(library_path())
+    _registered = True
+# LITERALINCLUDE END: OPENREG_AMP_REGISTER

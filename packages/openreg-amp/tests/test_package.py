@@ -1,0 +1,94 @@
+"""openreg-amp as a package: found through torch_openreg's entry points and
+listed as loaded, installed by the extra torch-openreg[amp], pinned to the
+torch-openreg it was built against; and, without it, torch.autocast("openreg")
+still warns and keeps full precision."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points, requires, version
+from pathlib import Path
+
+import openreg_amp
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run_python(code: str) -> dict:
+    """Runs code in a fresh interpreter (bounded) and returns its last printed JSON line."""
+    env = dict(os.environ)
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"child failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_listed_as_a_loaded_extension():
+    assert torch.openreg.extensions()["amp"] == "loaded"
+    (entry,) = [e for e in entry_points(group="torch_openreg.extensions") if e.name == "amp"]
+    assert entry.value == "openreg_amp:register"
+    assert Path(openreg_amp.library_path()).is_file()
+
+
+def test_installed_by_the_amp_extra_and_pinned_to_torch_openreg():
+    extras = requires("torch-openreg")
+    assert 'openreg-amp==0.1.*; extra == "amp"' in extras
+    assert 'openreg-amp==0.1.*; extra == "all"' in extras
+    assert "torch-openreg==0.1.*" in requires("openreg-amp")
+    from openreg_amp import _build_info
+    assert _build_info.TORCH_OPENREG_VERSION == version("torch-openreg")
+    assert _build_info.TORCH_VERSION == torch.__version__
+
+
+def test_refuses_to_load_into_another_torch_openreg(monkeypatch):
+    monkeypatch.setattr(openreg_amp, "_registered", False)
+    monkeypatch.setattr(openreg_amp, "_BUILT_FOR_TORCH_OPENREG", "0.0.1")
+    with pytest.raises(RuntimeError, match="built against torch-openreg 0.0.1 .* rebuild openreg-amp"):
+        openreg_amp.register()
+
+
+# Hides this package's entry point before torch (and so torch_openreg) loads:
+# the process then runs as if openreg-amp were not installed.
+_WITHOUT_AMP = """
+import importlib.metadata as metadata
+original = metadata.entry_points
+def without_amp(**params):
+    found = original(**params)
+    if params.get("group") == "torch_openreg.extensions":
+        return metadata.EntryPoints([e for e in found if e.name != "amp"])
+    return found
+metadata.entry_points = without_amp
+"""
+
+_AUTOCAST_FACTS = """
+import json, warnings
+import torch
+a = torch.randn(8, 8, device="openreg")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with torch.autocast("openreg"):
+        dtypes = [str((a @ a).dtype), str(torch.nn.functional.linear(a, a).dtype)]
+print(json.dumps({"extensions": torch.openreg.extensions(), "dtypes": dtypes,
+                  "warnings": [str(w.message) for w in caught if "cast policy" in str(w.message)]}))
+"""
+
+
+def test_without_openreg_amp_autocast_warns_and_keeps_full_precision():
+    facts = _run_python(_WITHOUT_AMP + _AUTOCAST_FACTS)
+    assert "amp" not in facts["extensions"]
+    assert facts["dtypes"] == ["torch.float32", "torch.float32"]
+    assert len(facts["warnings"]) == 1 and "install torch-openreg[amp]" in facts["warnings"][0]
+
+
+def test_with_openreg_amp_autocast_casts_without_a_warning():
+    facts = _run_python(_AUTOCAST_FACTS)
+    assert facts["extensions"]["amp"] == "loaded"
+    assert facts["dtypes"] == ["torch.float16", "torch.float16"]
+    assert facts["warnings"] == []
