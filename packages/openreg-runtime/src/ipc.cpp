@@ -198,7 +198,6 @@ using namespace openreg::rt;
 
 extern "C" {
 
-// LITERALINCLUDE START: OR_IPC_GET
 orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
@@ -254,7 +253,6 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   std::memcpy(handle->reserved, &data, sizeof(data));
   return orSuccess;
 }
-// LITERALINCLUDE END: OR_IPC_GET
 
 // LITERALINCLUDE START: OR_IPC_OPEN
 orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags) {
