@@ -238,6 +238,9 @@ def test_importer_refusals(res, peer):
     with pytest.raises(PeerError, match="does not export such memory again") as info:
         other.call("export", imported)
     assert info.value.name == "orErrorInvalidValue"
+    with pytest.raises(PeerError, match="overrun its allocation of 4096 bytes") as info:
+        other.call("memset", imported + 8, 0, 4096)  # opened memory keeps its bounds
+    assert info.value.name == "orErrorInvalidValue"
     with pytest.raises(PeerError, match="not a pointer returned by orIpcOpenMemHandle") as info:
         other.call("close", imported + 512)
     other.call("close", imported)
