@@ -292,6 +292,11 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
 orError_t orIpcCloseMemHandle(void* devPtr) {
   orError_t status = ensureInit();
   if (status != orSuccess || devPtr == nullptr) return status;
+  if (runningStream() != nullptr) {  // it would wait for the kernel's own stream
+    return fail(orErrorNotPermitted,
+                "orIpcCloseMemHandle: called from inside a kernel, it would wait for "
+                "the kernel's own stream; close the memory from the host");
+  }
   {
     std::lock_guard<std::mutex> lock(ipcMutex);
     if (importsByBase.count(static_cast<const char*>(devPtr)) == 0) {

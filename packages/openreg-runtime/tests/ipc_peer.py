@@ -31,6 +31,21 @@ def add_kernel(remote: int, local: int, count: int) -> None:
     ort.device_synchronize()
 
 
+def close_in_kernel(ptr: int) -> list[str]:
+    """Tries to close from inside a kernel; returns the errors it got."""
+    errors = []
+
+    def body() -> None:
+        try:
+            ort.ipc_close_mem_handle(ptr)
+        except ort.Error as error:
+            errors.append(f"{error.name}: {error}")
+
+    ort.launch_kernel(0, body, "close_in_kernel")
+    ort.device_synchronize()
+    return errors
+
+
 def read(ptr: int, count: int) -> str:
     buffer = ctypes.create_string_buffer(count)
     ort.memcpy(ctypes.addressof(buffer), ptr, count, ort.orMemcpyDeviceToHost)
@@ -64,6 +79,7 @@ COMMANDS = {
     "export": lambda ptr: ort.ipc_get_mem_handle(ptr).hex(),
     "open": lambda handle: ort.ipc_open_mem_handle(bytes.fromhex(handle)),
     "close": lambda ptr: ort.ipc_close_mem_handle(ptr),
+    "close_in_kernel": close_in_kernel,
     "attributes": lambda ptr: ort.pointer_get_attributes(ptr),
     "free_bytes": lambda: ort.mem_get_info()[0],
     "set_device": lambda device: ort.set_device(device),

@@ -243,6 +243,9 @@ def test_importer_refusals(res, peer):
     assert info.value.name == "orErrorInvalidValue"
     with pytest.raises(PeerError, match="not a pointer returned by orIpcOpenMemHandle") as info:
         other.call("close", imported + 512)
+    # Closing waits for queued work: a kernel would wait for its own stream.
+    error, = other.call("close_in_kernel", imported)
+    assert error.startswith("orErrorNotPermitted: ") and "inside a kernel" in error
     other.call("close", imported)
     with pytest.raises(PeerError, match="closed already") as info:
         other.call("close", imported)

@@ -361,7 +361,8 @@ OPENREG_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle,
  * exporter already freed it, this close lets its device reclaim the bytes.
  *   devPtr  in, may be NULL: exactly a pointer orIpcOpenMemHandle wrote
  * Returns orSuccess, orErrorInvalidValue (not a pointer opened with
- * orIpcOpenMemHandle, or closed already).
+ * orIpcOpenMemHandle, or closed already), orErrorNotPermitted (called from
+ * inside a kernel, whose own stream it would wait for).
  * Related: orIpcOpenMemHandle. */
 OPENREG_API orError_t orIpcCloseMemHandle(void* devPtr);
 // LITERALINCLUDE END: OR_IPC_API
