@@ -5,7 +5,7 @@ Builds libopenreg alone (no Python module) under build/sanitize, then runs
 the tests marked `sanitizer_safe` with that library taking the place of the
 installed one: LD_LIBRARY_PATH wins over the bindings' RUNPATH, and the
 sanitizer runtimes are preloaded because python itself is not instrumented.
-Also builds and runs the C example against the sanitized library.
+Also builds and runs the C examples against the sanitized library.
 Run it with the repository's .venv python (tools/dev.py test does).
 """
 
@@ -69,9 +69,9 @@ def check_sanitized_library_is_loaded(env: dict) -> None:
         sys.exit(f"sanitize: expected only {expected} to be loaded, found {loaded}")
 
 
-def run_c_example(env: dict) -> None:
-    source = PACKAGE / "c_examples" / "vector_add.c"
-    binary = BUILD / "vector_add"
+def run_c_example(env: dict, name: str) -> None:
+    source = PACKAGE / "c_examples" / f"{name}.c"
+    binary = BUILD / name
     run(["cc", "-std=c11", f"-fsanitize={SANITIZERS}", "-g", source, "-o", binary,
          f"-I{PACKAGE / 'include'}", f"-I{BUILD / 'include'}", f"-L{BUILD}", "-lopenreg",
          f"-Wl,-rpath,{BUILD}"])
@@ -83,7 +83,8 @@ def main() -> None:
     build_library()
     env = sanitized_environment()
     check_sanitized_library_is_loaded(env)
-    run_c_example(env)
+    for example in ("vector_add", "ipc_pair"):
+        run_c_example(env, example)
     run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "sanitizer_safe",
          str(PACKAGE / "tests"), *sys.argv[1:]], env=env)
 

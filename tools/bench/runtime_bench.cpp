@@ -2,7 +2,8 @@
 //
 // Built and run by tools/bench/runtime.py. Each figure is a median over
 // repetitions; copies are compared with a plain memcpy of the same bytes
-// between warm host buffers, measured in the same process.
+// between warm host buffers, measured in the same process. The IPC figures
+// copy to and from an allocation of a second process (forked first).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,6 +12,9 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "openreg/openreg.h"
 
@@ -78,11 +82,52 @@ double cacheLineRoundTripSeconds() {
   return seconds;
 }
 
+// The other process of the IPC figures: exports one allocation through a
+// pipe and keeps it until told the benchmark is done. Forked before this
+// process touches the runtime, so that both may use it.
+struct Exporter {
+  pid_t pid = -1;
+  int handleFd = -1;  // read the orIpcMemHandle_t here
+  int doneFd = -1;    // write one byte here when finished with it
+};
+
+Exporter startExporter(size_t bytes) {
+  int handlePipe[2], donePipe[2];
+  if (pipe(handlePipe) != 0 || pipe(donePipe) != 0) std::exit(1);
+  pid_t pid = fork();
+  if (pid < 0) std::exit(1);
+  if (pid == 0) {
+    void* buffer = nullptr;
+    orIpcMemHandle_t handle;
+    check(orMalloc(&buffer, bytes), "orMalloc (exporter)");
+    check(orMemset(buffer, 7, bytes), "orMemset (exporter)");
+    check(orIpcGetMemHandle(&handle, buffer), "orIpcGetMemHandle");
+    char done = 0;
+    bool ok = write(handlePipe[1], &handle, sizeof(handle)) == sizeof(handle) &&
+              read(donePipe[0], &done, 1) == 1;  // also returns if the parent dies
+    check(orFree(buffer), "orFree (exporter)");
+    _exit(ok ? 0 : 1);
+  }
+  close(handlePipe[1]);
+  close(donePipe[0]);
+  return Exporter{pid, handlePipe[0], donePipe[1]};
+}
+
+void finishExporter(const Exporter& exporter) {
+  char done = 1;
+  if (write(exporter.doneFd, &done, 1) != 1) std::exit(1);
+  int status = 0;
+  waitpid(exporter.pid, &status, 0);
+  close(exporter.handleFd);
+  close(exporter.doneFd);
+}
+
 }  // namespace
 
 int main() {
   const size_t bytes = size_t{64} << 20;
   const int reps = 15;
+  Exporter exporter = startExporter(bytes);
   orStream_t stream = nullptr;
   check(orStreamCreate(&stream), "orStreamCreate");
 
@@ -110,6 +155,17 @@ int main() {
   reportCopy("D2H async to pinned, 64 MiB", anchor, asyncCopy(pinnedB, devA, orMemcpyDeviceToHost));
   reportCopy("D2D async, 64 MiB", anchor, asyncCopy(devB, devA, orMemcpyDeviceToDevice));
   reportCopy("H2D from pageable, 64 MiB", anchor, asyncCopy(devA, hostA.data(), orMemcpyHostToDevice));
+  orIpcMemHandle_t handle;
+  if (read(exporter.handleFd, &handle, sizeof(handle)) != sizeof(handle)) {
+    std::fprintf(stderr, "the exporting process sent no handle\n");
+    return 1;
+  }
+  void* peer = nullptr;
+  check(orIpcOpenMemHandle(&peer, handle, 0), "orIpcOpenMemHandle");
+  reportCopy("D2D from another process (IPC)", anchor, asyncCopy(devB, peer, orMemcpyDeviceToDevice));
+  reportCopy("D2D to another process (IPC)", anchor, asyncCopy(peer, devA, orMemcpyDeviceToDevice));
+  check(orIpcCloseMemHandle(peer), "orIpcCloseMemHandle");
+  finishExporter(exporter);
 
   const int launches = 100000;
   check(orStreamSynchronize(stream), "orStreamSynchronize");

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <string>
 
 #include "openreg/openreg.h"
@@ -168,6 +169,32 @@ PYBIND11_MODULE(_C, m) {
     d["size"] = a.size;
     return d;
   });
+  // LITERALINCLUDE START: OR_PY_IPC
+  // Interprocess memory: a handle travels as OR_IPC_HANDLE_SIZE bytes.
+  m.attr("OR_IPC_HANDLE_SIZE") = OR_IPC_HANDLE_SIZE;
+  m.def("ipc_get_mem_handle", [](uintptr_t p) {
+    orIpcMemHandle_t handle;
+    check(orIpcGetMemHandle(&handle, ptr<void>(p)));
+    return py::bytes(handle.reserved, sizeof(handle.reserved));
+  });
+  m.def("ipc_open_mem_handle", [](const py::bytes& bytes, unsigned flags) {
+    std::string data = bytes;
+    if (data.size() != OR_IPC_HANDLE_SIZE) {
+      throw Failure{orErrorInvalidValue,
+                    "ipc_open_mem_handle: a handle is " + std::to_string(OR_IPC_HANDLE_SIZE) +
+                        " bytes from ipc_get_mem_handle, got " + std::to_string(data.size())};
+    }
+    orIpcMemHandle_t handle;
+    std::memcpy(handle.reserved, data.data(), sizeof(handle.reserved));
+    void* p = nullptr;
+    {
+      py::gil_scoped_release unlocked;
+      check(orIpcOpenMemHandle(&p, handle, flags));
+    }
+    return addr(p);
+  }, py::arg("handle"), py::arg("flags") = 0u);
+  m.def("ipc_close_mem_handle", [](uintptr_t p) { check(orIpcCloseMemHandle(ptr<void>(p))); }, release());
+  // LITERALINCLUDE END: OR_PY_IPC
   m.def("mem_get_info", [] {
     size_t free = 0, total = 0;
     check(orMemGetInfo(&free, &total));

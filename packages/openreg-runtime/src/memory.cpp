@@ -129,7 +129,9 @@ bool DeviceMemory::find(const void* ptr, char** base, size_t* size) const {
 char* DeviceMemory::translate(const void* ptr, size_t count) const {
   char* base = nullptr;
   size_t size = 0;
-  if (!find(ptr, &base, &size)) return nullptr;
+  if (!find(ptr, &base, &size)) {
+    return inRange(ptr) ? nullptr : ipcTranslateImport(ptr, count);  // opened from another process
+  }
   if (count > size - static_cast<size_t>(static_cast<const char*>(ptr) - base)) return nullptr;
   return alias(ptr);
 }
@@ -143,6 +145,11 @@ Location locate(const void* ptr) {
     if (device->memory.find(ptr, &where.base, &where.size)) {
       where.type = orMemoryTypeDevice;
     }
+    return where;
+  }
+  if (ipcFindImport(ptr, &where.device, &where.base, &where.size)) {
+    where.inDeviceRange = true;  // another process's allocation, opened here
+    where.type = orMemoryTypeDevice;
     return where;
   }
   std::lock_guard<std::mutex> lock(pinnedMutex);
@@ -316,6 +323,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
     *devPtr = nullptr;
     return orSuccess;
   }
+  ipcReclaim();  // allocations freed while another process had them open
   return runtime().devices[currentDevice()]->memory.allocate(size, devPtr);
 }
 
@@ -328,7 +336,14 @@ orError_t orFree(void* devPtr) {
     // As cudaFree: queued work may still use the memory, so wait for it.
     // A sticky error does not stop the free: memory must never be lost.
     device->synchronize();
+    bool deferred = false;  // exported and still open in another process
+    if ((status = ipcBeforeFree(devPtr, &deferred)) != orSuccess || deferred) return status;
     return device->memory.release(devPtr);
+  }
+  if (locate(devPtr).inDeviceRange) {
+    return fail(orErrorInvalidValue,
+                format("orFree: %p was opened with orIpcOpenMemHandle; close it with "
+                       "orIpcCloseMemHandle", devPtr));
   }
   return fail(orErrorInvalidValue,
               format("orFree: %p is not device memory (pinned memory is freed "
@@ -415,6 +430,7 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
 orError_t orMemGetInfo(size_t* free, size_t* total) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
+  ipcReclaim();
   const DeviceMemory& memory = runtime().devices[currentDevice()]->memory;
   size_t used = memory.used();
   if (free != nullptr) *free = memory.capacity() - used;

@@ -1,11 +1,13 @@
 // platform_linux.cpp - every OS-specific piece of the runtime: memfd and mmap
-// for device memory, page release, the fault handler, host pages, fork.
+// for device memory, page release, the fault handler, host pages, fork, and
+// the files and locks that let another process open device memory (IPC).
 //
 // A port to macOS or Windows replaces this file and nothing else.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +66,111 @@ void* platformAllocateHost(size_t size) {
 void platformFreeHost(void* ptr, size_t size) { munmap(ptr, size); }
 
 void platformOnFork(void (*child)()) { pthread_atfork(nullptr, nullptr, child); }
+
+// ---------------------------------------------------------- interprocess memory
+
+// LITERALINCLUDE START: OR_IPC_PLATFORM
+// A lease is a memfd holding the export's nonce. Importers reopen it through
+// /proc/<pid>/fd/<fd>, which gives them an open file description of their own,
+// and hold a shared OFD lock on it while the memory is open. Such locks belong
+// to the importer's description, so the kernel drops them when the importer
+// closes it, exits or is killed: the exporter learns that nobody uses the
+// memory any more by asking whether an exclusive lock would conflict.
+int platformCreateLease(uint64_t nonce, std::string* error) {
+  int fd = memfd_create("openreg-ipc-lease", MFD_CLOEXEC);
+  if (fd < 0 || pwrite(fd, &nonce, sizeof(nonce), 0) != sizeof(nonce)) {
+    *error = format("cannot create the IPC lease file: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void platformRevokeLease(int fd) {
+  // Emptied, it no longer holds the nonce: an importer that locks it from
+  // now on sees the export is gone (platformHoldLease).
+  int ignored = ftruncate(fd, 0);
+  (void)ignored;
+}
+
+bool platformLeaseInUse(int fd) {
+  struct flock lock;
+  memset(&lock, 0, sizeof(lock));
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;  // l_start = l_len = 0: the whole file
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell: keep it
+  return lock.l_type != F_UNLCK;
+}
+
+bool platformHoldLease(int fd, uint64_t nonce) {
+  struct flock lock;
+  memset(&lock, 0, sizeof(lock));
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd, F_OFD_SETLK, &lock) != 0) return false;
+  // Locked first, read second: the exporter revokes first and looks for
+  // locks second, so one of the two always sees the other.
+  uint64_t found = 0;
+  return pread(fd, &found, sizeof(found), 0) == sizeof(found) && found == nonce;
+}
+// LITERALINCLUDE END: OR_IPC_PLATFORM
+
+uint64_t platformFileInode(int fd) {
+  struct stat info;
+  return fstat(fd, &info) == 0 ? static_cast<uint64_t>(info.st_ino) : 0;
+}
+
+int platformProcessId() { return static_cast<int>(getpid()); }
+
+int platformOpenPeerFile(int pid, int fd, uint64_t inode, std::string* error) {
+  std::string path = format("/proc/%d/fd/%d", pid, fd);
+  int opened = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (opened < 0) {
+    *error = format("cannot open %s (%s): the exporting process has exited, or "
+                    "freed the allocation, or belongs to another user",
+                    path.c_str(), strerror(errno));
+    return -1;
+  }
+  if (platformFileInode(opened) != inode) {
+    close(opened);
+    *error = format("%s is no longer the exported file: the allocation was freed",
+                    path.c_str());
+    return -1;
+  }
+  return opened;
+}
+
+void platformCloseFile(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+bool platformMapPeerRange(int fd, size_t offset, size_t length,
+                          DeviceMapping* out, std::string* error) {
+  // mmap maps whole pages; the caller adds offset % page to the views.
+  size_t page = platformPageSize();
+  size_t begin = offset / page * page;
+  size_t size = (offset + length + page - 1) / page * page - begin;
+  // The same two views as a device of this process: see Note [Device memory
+  // is never host-mapped] in memory.cpp.
+  void* dev = mmap(nullptr, size, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd,
+                   static_cast<off_t>(begin));
+  void* host = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                    fd, static_cast<off_t>(begin));
+  if (dev == MAP_FAILED || host == MAP_FAILED) {
+    *error = format("cannot map %zu bytes of another process's device memory: %s",
+                    size, strerror(errno));
+    if (dev != MAP_FAILED) munmap(dev, size);
+    if (host != MAP_FAILED) munmap(host, size);
+    return false;
+  }
+  *out = DeviceMapping{static_cast<char*>(dev), static_cast<char*>(host), size, -1};
+  return true;
+}
+
+void platformUnmapPeerRange(const DeviceMapping& mapping) {
+  munmap(mapping.device, mapping.size);
+  munmap(mapping.host, mapping.size);
+}
 
 // ------------------------------------------------------------ fault handler
 

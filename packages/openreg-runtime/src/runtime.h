@@ -1,7 +1,7 @@
 // runtime.h - internal declarations shared by libopenreg's source files.
 //
 // Not part of the installed API: openreg.h is. Each concept here has its own
-// source file (errors, device, memory, stream, event, kernel, trace,
+// source file (errors, device, memory, stream, event, kernel, trace, ipc,
 // platform_linux); this header only lets them see each other.
 #pragma once
 
@@ -58,6 +58,27 @@ void platformFreeHost(void* ptr, size_t size);
 // Calls child() in the child process after fork().
 void platformOnFork(void (*child)());
 
+// Interprocess memory (ipc.cpp); see Note [How device memory crosses
+// processes] there.
+// The exporter's side: a small file per exported allocation whose content
+// proves the export is live and whose read locks count its importers.
+int platformCreateLease(uint64_t nonce, std::string* error);  // -1 on failure
+void platformRevokeLease(int fd);    // importers opening it from now on fail
+bool platformLeaseInUse(int fd);     // another process holds it open
+// The importer's side.
+uint64_t platformFileInode(int fd);
+int platformProcessId();
+// Opens a file another process has open as fd, checking it is the same file
+// (inode); -1 with error set if it is gone.
+int platformOpenPeerFile(int pid, int fd, uint64_t inode, std::string* error);
+// Takes a shared lock on a peer's lease and checks it still holds nonce.
+bool platformHoldLease(int fd, uint64_t nonce);
+void platformCloseFile(int fd);
+// Both views of [offset, offset + length) of a device file, page-aligned.
+bool platformMapPeerRange(int fd, size_t offset, size_t length,
+                          DeviceMapping* out, std::string* error);
+void platformUnmapPeerRange(const DeviceMapping& mapping);
+
 // ---------------------------------------------------------------- memory.cpp
 
 // The device's raw allocator: a best-fit free list over the device's
@@ -110,6 +131,20 @@ struct Location {
   size_t size = 0;          // allocation size, if known
 };
 Location locate(const void* ptr);
+
+// ------------------------------------------------------------------- ipc.cpp
+
+// Memory opened with orIpcOpenMemHandle: its device, allocation start and
+// size; false if ptr lies in no open import.
+bool ipcFindImport(const void* ptr, int* device, char** base, size_t* size);
+// Host alias of [ptr, ptr + count) inside one open import, or null.
+char* ipcTranslateImport(const void* ptr, size_t count);
+// Called by orFree before releasing ptr. Sets *deferred when ptr was exported
+// and another process still has it open: its range then stays reserved until
+// ipcReclaim finds it closed everywhere.
+orError_t ipcBeforeFree(void* ptr, bool* deferred);
+// Releases deferred allocations that no other process has open any more.
+void ipcReclaim();
 
 // ---------------------------------------------------------------- stream.cpp
 

@@ -1,5 +1,5 @@
 """Native programs built against the installed headers and libopenreg: the C
-example in c_examples/ and a C++17 program using openreg.hpp. Not
+examples in c_examples/ and a C++17 program using openreg.hpp. Not
 sanitizer-safe (they compile and run separate programs)."""
 
 import subprocess
@@ -40,6 +40,15 @@ def test_c_vector_add_example(tmp_path):
     lines = result.stdout.splitlines()
     assert lines == [f"vector_add: OK n=100000 c[99999]=299997.5 "
                      f"version={ort.runtime_get_version()}"]
+
+
+def test_c_ipc_pair_example(tmp_path):
+    # Two processes: the child opens the parent's buffer and reduces into it.
+    binary = build(["cc", "-std=c11"], EXAMPLES / "ipc_pair.c", tmp_path / "ipc_pair")
+    result = run(binary)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == ["ipc_pair: OK n=65536 host[65535]=65535.5"]
 
 
 def test_c_example_sees_environment(tmp_path):
