@@ -86,28 +86,26 @@ void releaseOp(Op& op) {
   op.release = nullptr;
 }
 
-orError_t findGraph(orGraph_t handle, const char* call, std::shared_ptr<GraphNodes>* out) {
+// Looks a handle up in one of the registries above.
+template <typename Object>
+orError_t findHandle(const std::unordered_map<uint64_t, std::shared_ptr<Object>>& registry, const void* handle,
+                     const char* call, const char* what, std::shared_ptr<Object>* out) {
   std::lock_guard<std::mutex> lock(graphsMutex);
-  auto it = graphs.find(idOf(handle));
-  if (it == graphs.end()) {
+  auto it = registry.find(idOf(handle));
+  if (it == registry.end()) {
     return fail(orErrorInvalidResourceHandle,
-                format("%s: %p is not a live graph (destroyed, or never created)", call,
-                       static_cast<void*>(handle)));
+                format("%s: %p is not a live %s (destroyed, or never created)", call, handle, what));
   }
   *out = it->second;
   return orSuccess;
 }
 
+orError_t findGraph(orGraph_t handle, const char* call, std::shared_ptr<GraphNodes>* out) {
+  return findHandle(graphs, handle, call, "graph", out);
+}
+
 orError_t findExec(orGraphExec_t handle, const char* call, std::shared_ptr<GraphExec>* out) {
-  std::lock_guard<std::mutex> lock(graphsMutex);
-  auto it = execs.find(idOf(handle));
-  if (it == execs.end()) {
-    return fail(orErrorInvalidResourceHandle,
-                format("%s: %p is not a live instantiated graph (destroyed, or never created)", call,
-                       static_cast<void*>(handle)));
-  }
-  *out = it->second;
-  return orSuccess;
+  return findHandle(execs, handle, call, "instantiated graph", out);
 }
 
 const char* kindName(Op::Kind kind) {

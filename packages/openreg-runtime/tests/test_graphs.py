@@ -3,6 +3,7 @@ not run; a graph launches it again as a whole; calls that would wait for the
 capture fail and invalidate it, and the stream stays usable."""
 
 import ctypes
+import functools
 import gc
 import threading
 import weakref
@@ -210,7 +211,7 @@ def test_kernel_data_lives_until_the_last_graph_and_launch_are_gone(res):
     log = []
     body = Counter(log, "k")
     alive = weakref.ref(body)
-    graph = capture(s, lambda: ort.launch_kernel(s, body, "k"))
+    graph = capture(s, functools.partial(ort.launch_kernel, s, body, "k"))
     del body
     exec_ = ort.graph_instantiate(graph)
     ort.graph_destroy(graph)  # the instantiated graph keeps the nodes
