@@ -100,6 +100,21 @@ orError_t findHandle(const std::unordered_map<uint64_t, std::shared_ptr<Object>>
   return orSuccess;
 }
 
+// Removes a handle from its registry, handing its object to the caller.
+template <typename Object>
+orError_t takeHandle(std::unordered_map<uint64_t, std::shared_ptr<Object>>& registry, const void* handle,
+                     const char* call, const char* what, std::shared_ptr<Object>* out) {
+  std::lock_guard<std::mutex> lock(graphsMutex);
+  auto it = registry.find(idOf(handle));
+  if (it == registry.end()) {
+    return fail(orErrorInvalidResourceHandle,
+                format("%s: %p is not a live %s (destroyed twice?)", call, handle, what));
+  }
+  *out = std::move(it->second);
+  registry.erase(it);
+  return orSuccess;
+}
+
 orError_t findGraph(orGraph_t handle, const char* call, std::shared_ptr<GraphNodes>* out) {
   return findHandle(graphs, handle, call, "graph", out);
 }
@@ -329,17 +344,8 @@ orError_t orGraphLaunch(orGraphExec_t handle, orStream_t streamHandle) {
 orError_t orGraphExecDestroy(orGraphExec_t handle) {
   if (handle == nullptr) return orSuccess;
   std::shared_ptr<GraphExec> exec;
-  {
-    std::lock_guard<std::mutex> lock(graphsMutex);
-    auto it = execs.find(idOf(handle));
-    if (it == execs.end()) {
-      return fail(orErrorInvalidResourceHandle,
-                  format("orGraphExecDestroy: %p is not a live instantiated graph (destroyed twice?)",
-                         static_cast<void*>(handle)));
-    }
-    exec = std::move(it->second);
-    execs.erase(it);
-  }
+  orError_t status = takeHandle(execs, handle, "orGraphExecDestroy", "instantiated graph", &exec);
+  if (status != orSuccess) return status;
   // Queued launches still run the nodes' kernels: wait for them before the
   // nodes (and the kernels' userData) may go.
   for (auto& [stream, point] : exec->launches) point.first->waitFor(point.second);
@@ -348,17 +354,8 @@ orError_t orGraphExecDestroy(orGraphExec_t handle) {
 
 orError_t orGraphDestroy(orGraph_t handle) {
   if (handle == nullptr) return orSuccess;
-  std::shared_ptr<GraphNodes> nodes;  // released, if last, outside the lock
-  std::lock_guard<std::mutex> lock(graphsMutex);
-  auto it = graphs.find(idOf(handle));
-  if (it == graphs.end()) {
-    return fail(orErrorInvalidResourceHandle,
-                format("orGraphDestroy: %p is not a live graph (destroyed twice?)",
-                       static_cast<void*>(handle)));
-  }
-  nodes = std::move(it->second);
-  graphs.erase(it);
-  return orSuccess;
+  std::shared_ptr<GraphNodes> nodes;  // released, if last, on return: outside the lock
+  return takeHandle(graphs, handle, "orGraphDestroy", "graph", &nodes);
 }
 
 }  // extern "C"

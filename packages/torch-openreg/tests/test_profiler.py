@@ -192,7 +192,7 @@ def mlp_step():
 
 
 @pytest.mark.parametrize("use_kineto", [False, True])
-def test_legacy_profiler_reports_non_negative_device_times_without_warnings(use_kineto, caplog):
+def test_legacy_profiler_reports_non_negative_device_times_without_warnings(use_kineto, caplog, capfd):
     mlp_step()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -202,6 +202,7 @@ def test_legacy_profiler_reports_non_negative_device_times_without_warnings(use_
         averages = prof.key_averages()
     assert not [w for w in caught if "PrivateUse1" in str(w.message) or "privateuse1" in str(w.message)]
     assert "not enabled" not in caplog.text
+    assert "not enabled" not in capfd.readouterr().err  # PyTorch's C++ warnings go to stderr
     assert averages
     for event in averages:
         assert event.cpu_time_total >= 0
