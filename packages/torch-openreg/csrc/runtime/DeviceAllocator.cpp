@@ -104,9 +104,10 @@ using Pool = std::set<Block*, BlockOrder>;
 // back to the runtime when its last graph releases it (Graph.reset()) and
 // none of its blocks is still held by a tensor.
 struct PrivatePool {
+  c10::MempoolId_t id;
   Pool small, large;
   int graphs = 0;              // graphs using the pool; 0: release it when idle
-  size_t allocatedBlocks = 0;  // blocks still held by tensors
+  size_t allocatedBlocks = 0;  // blocks not back in the pool (held, or waiting for record_stream's events)
 };
 
 // A capture under way: its stream's allocations go to pool.
@@ -164,7 +165,6 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex_);
     block->allocated = false;
     PrivatePool* privatePool = block->privatePool;
-    if (privatePool != nullptr) --privatePool->allocatedBlocks;
     updateStat(stats_.allocation, block->small, -1);
     updateStat(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
@@ -208,7 +208,7 @@ class DeviceCache {
   void beginAllocateToPool(c10::MempoolId_t id, orStream_t stream, bool othersForbidden) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& privatePool = privatePools_[id];
-    if (privatePool == nullptr) privatePool = std::make_unique<PrivatePool>();
+    if (privatePool == nullptr) privatePool = std::make_unique<PrivatePool>(PrivatePool{id});
     ++privatePool->graphs;
     captures_.push_back({stream, privatePool.get(), othersForbidden});
   }
@@ -358,6 +358,7 @@ class DeviceCache {
   // Returns a block no stream still uses to its pool, merged with free
   // neighbours; without caching, whole segments go straight back.
   void release(Block* block) {
+    if (block->privatePool != nullptr) --block->privatePool->allocatedBlocks;
     updateStat(stats_.active, block->small, -1);
     updateStat(stats_.active_bytes, block->small, -static_cast<int64_t>(block->size));
     for (Block* neighbour : {block->prev, block->next}) {
@@ -444,26 +445,13 @@ class DeviceCache {
     return nullptr;
   }
 
-  // Gives a released pool's segments back to the runtime once no tensor
-  // holds any of its blocks (they are then whole free segments).
+  // Frees a released pool's segments once all its blocks are back (merged whole).
   void releasePrivatePoolIfIdle(PrivatePool* privatePool) {
     if (privatePool->graphs > 0 || privatePool->allocatedBlocks > 0) return;
     for (Pool* blocks : {&privatePool->small, &privatePool->large}) {
-      for (Block* block : *blocks) {
-        if (!block->wholeSegment()) {
-          updateStat(stats_.inactive_split, block->small, -1);
-          updateStat(stats_.inactive_split_bytes, block->small, -static_cast<int64_t>(block->size));
-        }
-        freeSegment(block);
-      }
-      blocks->clear();
+      for (Block* block : *blocks) freeSegment(block);
     }
-    for (auto it = privatePools_.begin(); it != privatePools_.end(); ++it) {
-      if (it->second.get() == privatePool) {
-        privatePools_.erase(it);
-        return;
-      }
-    }
+    privatePools_.erase(privatePool->id);
   }
 
   void finishPendingFree(Block* block) {
