@@ -168,11 +168,6 @@ class DeviceCache {
     updateStat(stats_.allocation, block->small, -1);
     updateStat(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
-    if (block->otherStreams.empty()) {
-      release(block);
-      if (privatePool != nullptr) releasePrivatePoolIfIdle(privatePool);
-      return;
-    }
     // Note [How the caching allocator reuses memory]: wait for other streams.
     for (orStream_t stream : block->otherStreams) {
       // Nothing waits on a faulted device: its queued work is skipped, so
@@ -183,7 +178,9 @@ class DeviceCache {
       ++block->pendingEvents;
     }
     block->otherStreams.clear();
-    if (block->pendingEvents == 0) release(block);
+    if (block->pendingEvents > 0) return;
+    release(block);
+    if (privatePool != nullptr) releasePrivatePoolIfIdle(privatePool);
   }
 
   void recordStream(Block* block, orStream_t stream) {
