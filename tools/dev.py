@@ -104,7 +104,7 @@ TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
-    "test_fallback.py", "test_compile.py",
+    "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py",
 )]
 PLAIN_PATH = dict(os.environ, OPENREG_FAST_PATHS="0")
 

@@ -73,7 +73,8 @@ def measure() -> dict:
             except Exception as error:  # a case that does not compile is reported, the others measured
                 rows[f"{kind} {name}"] = f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
         against_eager = compare({name: (f["openreg", True], f["openreg", False]) for name, f in fns.items()},
-                                inner=calls, rounds=11, anchor_finish=torch.openreg.synchronize)
+                                inner=calls, rounds=11,
+                                finish=(torch.openreg.synchronize, torch.openreg.synchronize))
         against_cpu = compare({name: (f["openreg", True], f["cpu", True]) for name, f in fns.items()},
                               inner=calls, rounds=11)
         # Both sides on the CPU; the openreg synchronisation after each sample finds nothing to wait for.

@@ -41,7 +41,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def seconds_per_call(fn, inner: int, finish) -> float:
+def seconds_per_call(fn, inner: int, finish, settle=None) -> float:
+    if settle is not None:
+        settle()  # outside the timing: e.g. wait for the previous sample's device work
     # Let the other side's threads go idle first: the stream workers and
     # the OpenMP teams poll for a while after their last work, and on two
     # cores a poller takes the core the next sample needs.
@@ -68,10 +70,16 @@ def calls_per_sample(cpu_fn, seconds: float = 0.005) -> int:
     return max(5, min(5000, round(seconds / per_call)))
 
 
-def compare(cases: dict, inner: int | None = None, rounds: int = 21, anchor_finish=lambda: None) -> dict:
+def compare(cases: dict, inner: int | None = None, rounds: int = 21, finish=None, settle=None) -> dict:
     """For each case name -> (openreg fn, CPU fn): the median seconds per call
-    on openreg and on the CPU, and their ratio. An anchor that also queues
-    openreg work passes anchor_finish=torch.openreg.synchronize.
+    on openreg and on the CPU, and their ratio.
+
+    Other scripts compare two openreg variants through the same pairing,
+    with two optional pairs of callables, (openreg side, anchor side):
+    finish ends each sample inside its timing, by default
+    (torch.openreg.synchronize, None); settle runs before each sample,
+    outside its timing (say, waiting for the previous sample's device work
+    when only host time is measured).
 
     The samples come in pairs, one openreg and one CPU, so that both sides
     see the same machine: on a shared VM the speed of the CPU drifts by tens
@@ -84,6 +92,12 @@ def compare(cases: dict, inner: int | None = None, rounds: int = 21, anchor_fini
     seconds spoils a few pairs of each case, which the median then ignores,
     rather than every pair of one case.
     """
+    finishes = finish or (torch.openreg.synchronize, None)
+    settles = settle or (None, None)
+
+    def nothing():
+        pass
+
     calls, samples = {}, {}
     for name, (device_fn, cpu_fn) in cases.items():
         device_fn(), cpu_fn()
@@ -93,9 +107,10 @@ def compare(cases: dict, inner: int | None = None, rounds: int = 21, anchor_fini
     for pair in range(rounds):
         for name, (device_fn, cpu_fn) in cases.items():
             device, cpu = samples[name]
-            sides = [(device, device_fn, torch.openreg.synchronize), (cpu, cpu_fn, anchor_finish)]
-            for taken, fn, finish in sides if pair % 2 == 0 else reversed(sides):
-                taken.append(seconds_per_call(fn, calls[name], finish))
+            sides = [(device, device_fn, finishes[0] or nothing, settles[0]),
+                     (cpu, cpu_fn, finishes[1] or nothing, settles[1])]
+            for taken, fn, end, before in sides if pair % 2 == 0 else reversed(sides):
+                taken.append(seconds_per_call(fn, calls[name], end, before))
     results = {}
     for name, (device, cpu) in samples.items():
         ratio = statistics.median(d / c for d, c in zip(device, cpu, strict=True))

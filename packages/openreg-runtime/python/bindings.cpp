@@ -68,6 +68,7 @@ py::dict activityToDict(const orActivity& a) {
   d["start_ns"] = a.startNs;
   d["end_ns"] = a.endNs;
   d["correlation_id"] = a.correlationId;
+  d["external_correlation_id"] = a.externalCorrelationId;
   return d;
 }
 
@@ -94,7 +95,7 @@ PYBIND11_MODULE(_C, m) {
   });
 
   // Constants, under the C names for easy cross-reference.
-  for (int code = orSuccess; code <= orErrorUnknown; ++code) {
+  for (int code = orSuccess; code <= orErrorStreamCaptureInvalidated; ++code) {
     m.attr(orGetErrorName(static_cast<orError_t>(code))) = code;
   }
   m.attr("orMemcpyHostToHost") = static_cast<int>(orMemcpyHostToHost);
@@ -105,6 +106,9 @@ PYBIND11_MODULE(_C, m) {
   m.attr("orEventDefault") = static_cast<int>(orEventDefault);
   m.attr("orEventBlockingSync") = static_cast<int>(orEventBlockingSync);
   m.attr("orEventDisableTiming") = static_cast<int>(orEventDisableTiming);
+  m.attr("orStreamCaptureModeGlobal") = static_cast<int>(orStreamCaptureModeGlobal);
+  m.attr("orStreamCaptureModeThreadLocal") = static_cast<int>(orStreamCaptureModeThreadLocal);
+  m.attr("orStreamCaptureModeRelaxed") = static_cast<int>(orStreamCaptureModeRelaxed);
 
   // Errors and version
   m.def("get_error_string", [](int code) { return std::string(orGetErrorString(static_cast<orError_t>(code))); });
@@ -284,4 +288,45 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("trace_get_timestamp", [] { uint64_t ns = 0; check(orTraceGetTimestamp(&ns)); return ns; });
+  m.def("trace_push_external_correlation_id", [](uint64_t id) { check(orTracePushExternalCorrelationId(id)); });
+  m.def("trace_pop_external_correlation_id", [] {
+    uint64_t id = 0;
+    check(orTracePopExternalCorrelationId(&id));
+    return id;
+  });
+
+  // Stream capture and graphs (handles as integers, like streams)
+  m.def("stream_begin_capture", [](uintptr_t s, int mode) {
+    check(orStreamBeginCapture(stream(s), static_cast<orStreamCaptureMode>(mode)));
+  }, py::arg("stream"), py::arg("mode") = static_cast<int>(orStreamCaptureModeGlobal));
+  m.def("stream_end_capture", [](uintptr_t s) {
+    orGraph_t g = nullptr;
+    check(orStreamEndCapture(stream(s), &g));
+    return addr(g);
+  });
+  m.def("stream_is_capturing", [](uintptr_t s) {
+    static const char* names[] = {"none", "active", "invalidated"};
+    orStreamCaptureStatus status = orStreamCaptureStatusNone;
+    check(orStreamIsCapturing(stream(s), &status));
+    return std::string(names[status]);
+  });
+  m.def("graph_get_node_count", [](uintptr_t g) {
+    size_t n = 0;
+    check(orGraphGetNodeCount(reinterpret_cast<orGraph_t>(g), &n));
+    return n;
+  });
+  m.def("graph_debug_dot_print", [](uintptr_t g, const std::string& path) {
+    check(orGraphDebugDotPrint(reinterpret_cast<orGraph_t>(g), path.c_str()));
+  });
+  m.def("graph_instantiate", [](uintptr_t g) {
+    orGraphExec_t e = nullptr;
+    check(orGraphInstantiate(&e, reinterpret_cast<orGraph_t>(g)));
+    return addr(e);
+  });
+  m.def("graph_launch", [](uintptr_t e, uintptr_t s) {
+    check(orGraphLaunch(reinterpret_cast<orGraphExec_t>(e), stream(s)));
+  }, release());
+  m.def("graph_exec_destroy", [](uintptr_t e) { check(orGraphExecDestroy(reinterpret_cast<orGraphExec_t>(e))); },
+        release());
+  m.def("graph_destroy", [](uintptr_t g) { check(orGraphDestroy(reinterpret_cast<orGraph_t>(g))); }, release());
 }

@@ -261,6 +261,7 @@ orError_t orDeviceSynchronize(void) {
   if (status != orSuccess) return status;
   Device& device = *runtime().devices[currentDevice()];
   if (waitsForRunningKernel(device.index)) return refuseWaitForRunningKernel("orDeviceSynchronize");
+  if ((status = refuseUnsafeCall(device.index, "orDeviceSynchronize")) != orSuccess) return status;
   uint64_t start = tracing() ? nowNs() : 0;
   status = device.synchronize();
   if (start != 0) {

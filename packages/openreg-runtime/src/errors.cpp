@@ -38,6 +38,10 @@ CodeText describe(orError_t error) {
     case orErrorLaunchFailure: return {"orErrorLaunchFailure", "kernel failed"};
     case orErrorNotPermitted: return {"orErrorNotPermitted", "operation not permitted"};
     case orErrorUnknown: return {"orErrorUnknown", "unknown error"};
+    case orErrorStreamCaptureUnsupported:
+      return {"orErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"};
+    case orErrorStreamCaptureInvalidated:
+      return {"orErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"};
   }
   return {"orErrorUnrecognized", "unrecognized error code"};
 }

@@ -81,6 +81,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   if (status != orSuccess || (status = findStream(streamHandle, &stream)) != orSuccess) {
     return status;
   }
+  if ((status = refuseOnCapturingStream(*stream, "orEventRecord")) != orSuccess) return status;
   if (stream->device.index != event->device) {
     return fail(orErrorInvalidDevice,
                 format("orEventRecord: the event belongs to openreg device %d but the "
@@ -184,6 +185,7 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
   if (status != orSuccess || (status = findStream(streamHandle, &stream)) != orSuccess) {
     return status;
   }
+  if ((status = refuseOnCapturingStream(*stream, "orStreamWaitEvent")) != orSuccess) return status;
   auto capture = event->current();
   if (capture == nullptr) return orSuccess;
   // The waiting stream would go on with results the faulted device never

@@ -262,6 +262,9 @@ orError_t copy(const char* call, void* dst, const void* src, size_t count,
     std::memcpy(dst, src, count);  // host to host: nothing to queue
     return orSuccess;
   }
+  if (synchronous && (status = refuseUnsafeCall(d.device() ? d.where.device : s.where.device, call)) != orSuccess) {
+    return status;
+  }
   if (synchronous && (status = synchronizeDevices(call, d, s)) != orSuccess) return status;
   std::shared_ptr<Stream> stream;
   if (synchronous) {
@@ -291,6 +294,7 @@ orError_t memset(const char* call, void* ptr, int value, size_t count,
   if (!side.device()) {
     return fail(orErrorInvalidValue, format("%s: %p is not device memory", call, ptr));
   }
+  if (synchronous && (status = refuseUnsafeCall(side.where.device, call)) != orSuccess) return status;
   if (synchronous && (status = synchronizeDevices(call, side, side)) != orSuccess) return status;
   std::shared_ptr<Stream> stream;
   if (synchronous) {
@@ -333,6 +337,7 @@ orError_t orFree(void* devPtr) {
   for (auto& device : runtime().devices) {
     if (!device->memory.inRange(devPtr)) continue;
     if (waitsForRunningKernel(device->index)) return refuseWaitForRunningKernel("orFree");
+    if ((status = refuseUnsafeCall(device->index, "orFree")) != orSuccess) return status;
     // As cudaFree: queued work may still use the memory, so wait for it.
     // A sticky error does not stop the free: memory must never be lost.
     device->synchronize();

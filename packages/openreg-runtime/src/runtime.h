@@ -196,6 +196,7 @@ struct alignas(64) Op {
 };
 
 struct Device;
+struct Capture;  // graph.cpp
 
 // Lets the other hyper-thread of the core run while this one waits.
 inline void cpuRelax() {
@@ -272,6 +273,11 @@ class alignas(64) Stream {
   const uint64_t id;
   const int priority;
   const std::shared_ptr<Progress> progress = std::make_shared<Progress>();
+  // Stream capture (graph.cpp). capturing is what submit() reads; capture
+  // holds the recorded work and is changed only under captureMutex.
+  std::atomic<bool> capturing{false};
+  std::mutex captureMutex;
+  std::shared_ptr<Capture> capture;
 
  private:
   void work();
@@ -367,6 +373,22 @@ bool waitsForRunningKernel(int device);
 // orErrorNotPermitted through fail(), naming call and the running kernel.
 orError_t refuseWaitForRunningKernel(const char* call);
 
+// ----------------------------------------------------------------- graph.cpp
+
+// Called by submit() for a stream whose capturing flag is set: records op
+// into the capture (or refuses it, invalidating the capture, when the caller
+// would wait for it) and returns true with the call's status in *status;
+// false when the capture ended meanwhile and op should be queued as usual.
+bool captureOp(Stream& stream, Op& op, bool wait, orError_t* status);
+// For calls that wait for stream's work (synchronise, query, event record
+// and wait): orErrorStreamCaptureUnsupported, invalidating the capture, if
+// stream is capturing; else orSuccess.
+orError_t refuseOnCapturingStream(Stream& stream, const char* call);
+// For calls that wait for a whole device (device -1: every device): refuses
+// as above when a capture on it forbids that call to this thread
+// (orStreamCaptureMode).
+orError_t refuseUnsafeCall(int device, const char* call);
+
 // ----------------------------------------------------------------- trace.cpp
 
 uint64_t nowNs();
@@ -374,6 +396,8 @@ bool tracing();
 uint64_t nextCorrelationId();
 void traceRecord(orActivityKind kind, const std::string& name, int device,
                  uint64_t stream, uint64_t startNs, uint64_t endNs,
-                 uint64_t correlationId);
+                 uint64_t correlationId, uint64_t externalCorrelationId = 0);
+// The calling thread's innermost orTracePushExternalCorrelationId, or 0.
+uint64_t currentExternalCorrelationId();
 
 }  // namespace openreg::rt

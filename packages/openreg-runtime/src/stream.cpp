@@ -391,6 +391,9 @@ orError_t submit(Stream& stream, Op op, bool wait) {
     if (op.release != nullptr) op.release(op.userData);
     return status;
   }
+  if (stream.capturing.load(std::memory_order_acquire)) {  // Note [Stream capture]
+    if (captureOp(stream, op, wait, &status)) return status;
+  }
   bool traced = tracing();
   uint64_t start = traced ? nowNs() : 0;
   std::string name;
@@ -403,7 +406,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   if (seq == 0) return refuseFullQueue(stream);
   if (traced) {
     traceRecord(orActivityKindLaunch, name, stream.device.index, stream.id, start,
-                nowNs(), correlation);
+                nowNs(), correlation, currentExternalCorrelationId());
   }
   // OPENREG_LAUNCH_BLOCKING cannot make a kernel wait for work it queued
   // on its own stream (Note [Waiting from inside a kernel]); callers that
@@ -464,6 +467,11 @@ orError_t orStreamDestroy(orStream_t stream) {
                        "%llu, which cannot be destroyed", static_cast<void*>(stream),
                        static_cast<unsigned long long>(id - 1)));
   }
+  std::shared_ptr<Stream> capturing;
+  if (findStream(stream, &capturing) == orSuccess &&
+      (status = refuseOnCapturingStream(*capturing, "orStreamDestroy")) != orSuccess) {
+    return status;
+  }
   std::shared_ptr<Stream> doomed;
   {
     std::unique_lock<std::shared_mutex> lock(registryMutex);
@@ -488,6 +496,7 @@ orError_t orStreamQuery(orStream_t handle) {
   orError_t status = lookup(handle, &stream);
   if (status != orSuccess) return status;
   if ((status = stream->device.checkSticky()) != orSuccess) return status;
+  if ((status = refuseOnCapturingStream(*stream, "orStreamQuery")) != orSuccess) return status;
   if (stream->progress->completed() >= stream->lastEnqueued()) return orSuccess;
   return orErrorNotReady;  // not a failure: the last error is left alone
 }
@@ -497,6 +506,7 @@ orError_t orStreamSynchronize(orStream_t handle) {
   orError_t status = lookup(handle, &stream);
   if (status != orSuccess) return status;
   if (waitsForRunningKernel(*stream)) return refuseWaitForRunningKernel("orStreamSynchronize");
+  if ((status = refuseOnCapturingStream(*stream, "orStreamSynchronize")) != orSuccess) return status;
   uint64_t start = tracing() ? nowNs() : 0;
   stream->synchronize();
   if (start != 0) {

@@ -16,8 +16,11 @@ std::atomic<bool> enabled{false};
 std::atomic<uint64_t> correlation{0};
 std::mutex recordsMutex;
 std::deque<orActivity> records;
+thread_local std::vector<uint64_t> externalIds;
 
 }  // namespace
+
+uint64_t currentExternalCorrelationId() { return externalIds.empty() ? 0 : externalIds.back(); }
 
 uint64_t nowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -31,7 +34,7 @@ uint64_t nextCorrelationId() { return correlation.fetch_add(1) + 1; }
 
 void traceRecord(orActivityKind kind, const std::string& name, int device,
                  uint64_t stream, uint64_t startNs, uint64_t endNs,
-                 uint64_t correlationId) {
+                 uint64_t correlationId, uint64_t externalCorrelationId) {
   orActivity record;
   std::memset(&record, 0, sizeof(record));
   record.kind = kind;
@@ -41,6 +44,7 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   record.startNs = startNs;
   record.endNs = endNs;
   record.correlationId = correlationId;
+  record.externalCorrelationId = externalCorrelationId;
   std::lock_guard<std::mutex> lock(recordsMutex);
   if (records.size() < kMaxRecords) records.push_back(record);
 }
@@ -71,6 +75,20 @@ orError_t orTraceDrain(orActivity* out, size_t capacity, size_t* count) {
 orError_t orTraceGetTimestamp(uint64_t* ns) {
   if (ns == nullptr) return fail(orErrorInvalidValue, "orTraceGetTimestamp: ns is NULL");
   *ns = nowNs();
+  return orSuccess;
+}
+
+orError_t orTracePushExternalCorrelationId(uint64_t id) {
+  externalIds.push_back(id);
+  return orSuccess;
+}
+
+orError_t orTracePopExternalCorrelationId(uint64_t* id) {
+  if (externalIds.empty()) {
+    return fail(orErrorInvalidValue, "orTracePopExternalCorrelationId: this thread pushed no id");
+  }
+  if (id != nullptr) *id = externalIds.back();
+  externalIds.pop_back();
   return orSuccess;
 }
 

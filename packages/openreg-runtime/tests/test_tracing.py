@@ -6,7 +6,7 @@ import pytest
 
 pytestmark = pytest.mark.sanitizer_safe
 
-KEYS = {"kind", "name", "device", "stream", "start_ns", "end_ns", "correlation_id"}
+KEYS = {"kind", "name", "device", "stream", "start_ns", "end_ns", "correlation_id", "external_correlation_id"}
 
 
 def run_workload(res, device: int):
@@ -122,3 +122,29 @@ def test_long_names_are_truncated(res):
 def test_timestamp_is_monotonic():
     stamps = [ort.trace_get_timestamp() for _ in range(100)]
     assert stamps == sorted(stamps) and stamps[0] > 0
+
+
+def test_launch_records_carry_the_external_correlation_id(res):
+    s = res.stream()
+    ort.trace_enable(True)
+    ort.launch_kernel(s, lambda: None, "outside")
+    ort.trace_push_external_correlation_id(41)
+    ort.trace_push_external_correlation_id(42)
+    ort.launch_kernel(s, lambda: None, "inner")
+    assert ort.trace_pop_external_correlation_id() == 42
+    ort.launch_kernel(s, lambda: None, "outer")
+    assert ort.trace_pop_external_correlation_id() == 41
+    ort.stream_synchronize(s)
+    ort.trace_enable(False)
+    launches = {r["name"]: r for r in ort.trace_drain() if r["kind"] == "launch"}
+    assert launches["outside"]["external_correlation_id"] == 0
+    assert launches["inner"]["external_correlation_id"] == 42
+    assert launches["outer"]["external_correlation_id"] == 41
+
+
+def test_popping_an_empty_external_correlation_stack_fails():
+    with pytest.raises(ort.Error) as failure:
+        ort.trace_pop_external_correlation_id()
+    assert failure.value.name == "orErrorInvalidValue"
+    assert "pushed no id" in str(failure.value)
+    ort.get_last_error()

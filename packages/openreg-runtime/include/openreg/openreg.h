@@ -65,7 +65,9 @@ typedef enum orError {
   orErrorIllegalAddress = 9,         /* a kernel reached outside an allocation */
   orErrorLaunchFailure = 10,         /* a kernel reported failure */
   orErrorNotPermitted = 11,          /* valid call, wrong context */
-  orErrorUnknown = 12
+  orErrorUnknown = 12,
+  orErrorStreamCaptureUnsupported = 13, /* not allowed while a stream captures */
+  orErrorStreamCaptureInvalidated = 14  /* the capture failed; see its message */
 } orError_t;
 // LITERALINCLUDE END: OR_ERROR_CODES
 
@@ -77,6 +79,8 @@ typedef enum orError {
  * using it then returns orErrorInvalidResourceHandle, never a crash. */
 typedef struct orStream_st* orStream_t;
 typedef struct orEvent_st* orEvent_t;
+typedef struct orGraph_st* orGraph_t;         /* work recorded by a capture */
+typedef struct orGraphExec_st* orGraphExec_t; /* a graph ready to launch */
 
 typedef enum orMemcpyKind {
   orMemcpyHostToHost = 0,
@@ -562,6 +566,9 @@ typedef struct orActivity {
   uint64_t startNs;       /* orTraceGetTimestamp clock */
   uint64_t endNs;
   uint64_t correlationId; /* shared by a Launch record and its device record */
+  uint64_t externalCorrelationId; /* Launch records: the launching thread's
+                                     innermost orTracePushExternalCorrelationId,
+                                     0 if none */
 } orActivity;
 
 /* Switches recording of activity records on (non-zero) or off. Records
@@ -582,8 +589,25 @@ OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
  * Returns orSuccess, orErrorInvalidValue. */
 OPENREG_API orError_t orTraceGetTimestamp(uint64_t* ns);
 
+/* Pushes a caller-chosen id onto the calling thread's stack of external
+ * correlation ids: every Launch record the thread makes until the matching
+ * pop carries the innermost id, so a profiler can tie the device work to
+ * its own operator (as CUPTI's external correlation does).
+ *   id  in: any value; 0 reads as "none"
+ * Returns orSuccess. Related: orTracePopExternalCorrelationId. */
+OPENREG_API orError_t orTracePushExternalCorrelationId(uint64_t id);
+
+/* Pops the calling thread's innermost external correlation id.
+ *   id  out, may be NULL
+ * Returns orSuccess, orErrorInvalidValue (the stack is empty; id is left
+ * alone). Related: orTracePushExternalCorrelationId. */
+OPENREG_API orError_t orTracePopExternalCorrelationId(uint64_t* id);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* Stream capture and graphs: the rest of the C API, in a header of its own. */
+#include "openreg/graph.h"
 
 #endif /* OPENREG_OPENREG_H */

@@ -22,6 +22,7 @@
 #include "fast/FastPaths.h"
 #include "fast/OutVariant.h"
 #include "fast/ShapeCache.h"
+#include "runtime/Graph.h"
 
 // LITERALINCLUDE START: EXECUTOR_NOTE
 // Note [The device executor]
@@ -206,7 +207,10 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (info.signature.returnsView) return meta != nullptr && runView(op, stack, *meta);
   for (size_t i : info.dtypeArguments) dtypes += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';
   bool ranBefore = info.ranWith(dtypes);
-  bool async = meta != nullptr && ranBefore && !kernelMightRefuse(schema, args, operandDtypes);
+  // A graph capture cannot wait for a first call (Graph.cpp): it is queued,
+  // and a refusal by the CPU kernel becomes a kernel error at replay.
+  bool async = meta != nullptr && (ranBefore || streamIsCapturing(*device)) &&
+               !kernelMightRefuse(schema, args, operandDtypes);
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -19,7 +19,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/env.h>
 
+#include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -62,8 +64,11 @@ size_t roundUp(size_t n, size_t to) {
   return padded / to * to;
 }
 
+struct PrivatePool;
+
 struct Block {
   c10::DeviceIndex device = 0;
+  PrivatePool* privatePool = nullptr;  // a graph's pool, or null for the shared pools
   orStream_t stream = nullptr;  // the stream it was allocated on
   size_t size = 0;
   size_t requested = 0;
@@ -87,6 +92,31 @@ struct BlockOrder {
   }
 };
 using Pool = std::set<Block*, BlockOrder>;
+
+// LITERALINCLUDE START: GRAPH_PRIVATE_POOL
+// Note [Graph memory pools]
+// Kernels captured into a graph keep the addresses they were captured with,
+// so the memory a capture allocates must not be handed to anyone else while
+// the graph can still replay. A capture therefore allocates from a private
+// pool (per MempoolId, shared by graphs given the same id): blocks freed
+// during the capture are reused only by that pool's later allocations, in
+// the same stream order that every replay follows. The pool's segments go
+// back to the runtime when its last graph releases it (Graph.reset()) and
+// none of its blocks is still held by a tensor.
+struct PrivatePool {
+  c10::MempoolId_t id;
+  Pool small, large;
+  int graphs = 0;              // graphs using the pool; 0: release it when idle
+  size_t allocatedBlocks = 0;  // blocks not back in the pool (held, or waiting for record_stream's events)
+};
+
+// A capture under way: its stream's allocations go to pool.
+struct CaptureTarget {
+  orStream_t stream;
+  PrivatePool* pool;
+  bool othersForbidden;  // allocations on other streams of the device raise
+};
+// LITERALINCLUDE END: GRAPH_PRIVATE_POOL
 
 void updateStat(StatArray& stats, bool small, int64_t delta) {
   for (auto type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
@@ -116,8 +146,10 @@ class DeviceCache {
     completeFinishedFrees();
     size_t size = roundUp(std::max<size_t>(requested, 1), kMinBlockSize);
     bool small = size <= kSmallSize;
-    Block* block = takeFree(small, size, stream);
-    if (block == nullptr) block = newSegment(small, size, stream, lock);
+    PrivatePool* target = captureTargetFor(stream, lock);
+    Block* block = takeFree(target, small, size, stream);
+    if (block == nullptr) block = newSegment(target, small, size, stream, lock);
+    if (target != nullptr) ++target->allocatedBlocks;
     if (block->size - size >= (small ? kMinBlockSize : kSmallSize + 1)) split(block, size);
     updateStat(stats_.active, small, 1);
     updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
@@ -132,13 +164,10 @@ class DeviceCache {
   void free(Block* block) {
     std::lock_guard<std::mutex> lock(mutex_);
     block->allocated = false;
+    PrivatePool* privatePool = block->privatePool;
     updateStat(stats_.allocation, block->small, -1);
     updateStat(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
-    if (block->otherStreams.empty()) {
-      release(block);
-      return;
-    }
     // Note [How the caching allocator reuses memory]: wait for other streams.
     for (orStream_t stream : block->otherStreams) {
       // Nothing waits on a faulted device: its queued work is skipped, so
@@ -149,7 +178,9 @@ class DeviceCache {
       ++block->pendingEvents;
     }
     block->otherStreams.clear();
-    if (block->pendingEvents == 0) release(block);
+    if (block->pendingEvents > 0) return;
+    release(block);
+    if (privatePool != nullptr) releasePrivatePoolIfIdle(privatePool);
   }
 
   void recordStream(Block* block, orStream_t stream) {
@@ -159,6 +190,8 @@ class DeviceCache {
 
   void emptyCache() {
     std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(captures_.empty(), "openreg: empty_cache() is not permitted while a graph is being captured on "
+                "device ", static_cast<int>(device_), "; call it after capture_end()");
     waitForAllFrees();
     OPENREG_CHECK(releaseCachedSegments());
   }
@@ -166,6 +199,30 @@ class DeviceCache {
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
+  }
+
+  // Note [Graph memory pools]
+  void beginAllocateToPool(c10::MempoolId_t id, orStream_t stream, bool othersForbidden) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& privatePool = privatePools_[id];
+    if (privatePool == nullptr) privatePool = std::make_unique<PrivatePool>(PrivatePool{id});
+    ++privatePool->graphs;
+    captures_.push_back({stream, privatePool.get(), othersForbidden});
+  }
+
+  void endAllocateToPool(orStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                   [&](const CaptureTarget& c) { return c.stream == stream; }),
+                    captures_.end());
+  }
+
+  void releasePool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = privatePools_.find(id);
+    if (found == privatePools_.end() || found->second->graphs == 0) return;
+    --found->second->graphs;
+    releasePrivatePoolIfIdle(found->second.get());
   }
 
   void resetAccumulated() {
@@ -206,13 +263,17 @@ class DeviceCache {
     }
   }
 
-  Pool& pool(bool small) { return small ? small_ : large_; }
+  Pool& pool(PrivatePool* privatePool, bool small) {
+    if (privatePool != nullptr) return small ? privatePool->small : privatePool->large;
+    return small ? small_ : large_;
+  }
+  Pool& pool(const Block* block) { return pool(block->privatePool, block->small); }
 
-  Block* takeFree(bool small, size_t size, orStream_t stream) {
+  Block* takeFree(PrivatePool* target, bool small, size_t size, orStream_t stream) {
     Block key;
     key.stream = stream;
     key.size = size;
-    Pool& candidates = pool(small);
+    Pool& candidates = pool(target, small);
     auto it = candidates.lower_bound(&key);
     if (it == candidates.end() || (*it)->stream != stream) return nullptr;
     Block* block = *it;
@@ -226,7 +287,8 @@ class DeviceCache {
 
   // Asks the runtime for a new segment; on out-of-memory gives back every
   // cached segment and tries once more before raising OutOfMemoryError.
-  Block* newSegment(bool small, size_t size, orStream_t stream, std::unique_lock<std::mutex>& lock) {
+  Block* newSegment(PrivatePool* target, bool small, size_t size, orStream_t stream,
+                    std::unique_lock<std::mutex>& lock) {
     size_t segment = small ? kSmallSegment
                      : size < kMinLargeSegment ? kLargeSegment
                                                : roundUp(size, kRoundLarge);
@@ -234,7 +296,7 @@ class DeviceCache {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     void* ptr = nullptr;
     orError_t status = orMalloc(&ptr, segment);
-    if (status == orErrorMemoryAllocation) {
+    if (status == orErrorMemoryAllocation && captures_.empty()) {  // orFree is refused during capture
       ++stats_.num_alloc_retries;
       waitForAllFrees();
       releaseCachedSegments();
@@ -261,6 +323,7 @@ class DeviceCache {
     markDeviceInitialized(device_);
     auto* block = new Block();
     block->device = device_;
+    block->privatePool = target;
     block->stream = stream;
     block->size = segment;
     block->ptr = static_cast<char*>(ptr);
@@ -274,6 +337,7 @@ class DeviceCache {
   void split(Block* block, size_t size) {
     auto* rest = new Block();
     rest->device = block->device;
+    rest->privatePool = block->privatePool;
     rest->stream = block->stream;
     rest->small = block->small;
     rest->ptr = block->ptr + size;
@@ -285,17 +349,18 @@ class DeviceCache {
     block->size = size;
     updateStat(stats_.inactive_split, rest->small, 1);
     updateStat(stats_.inactive_split_bytes, rest->small, static_cast<int64_t>(rest->size));
-    pool(rest->small).insert(rest);
+    pool(rest).insert(rest);
   }
 
   // Returns a block no stream still uses to its pool, merged with free
   // neighbours; without caching, whole segments go straight back.
   void release(Block* block) {
+    if (block->privatePool != nullptr) --block->privatePool->allocatedBlocks;
     updateStat(stats_.active, block->small, -1);
     updateStat(stats_.active_bytes, block->small, -static_cast<int64_t>(block->size));
     for (Block* neighbour : {block->prev, block->next}) {
       if (neighbour == nullptr || neighbour->allocated || neighbour->pendingEvents > 0) continue;
-      pool(neighbour->small).erase(neighbour);
+      pool(neighbour).erase(neighbour);
       updateStat(stats_.inactive_split, neighbour->small, -1);
       updateStat(stats_.inactive_split_bytes, neighbour->small, -static_cast<int64_t>(neighbour->size));
       merge(block, neighbour);
@@ -305,7 +370,7 @@ class DeviceCache {
       updateStat(stats_.inactive_split, block->small, 1);
       updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
     }
-    pool(block->small).insert(block);
+    pool(block).insert(block);
   }
 
   // Folds neighbour (free, adjacent) into block.
@@ -358,8 +423,38 @@ class DeviceCache {
     return status;
   }
 
+  // The private pool a capturing stream allocates from, or null. Refuses
+  // an allocation on another stream of the device while a strict capture
+  // is under way: that memory would be outside the graph's pool.
+  PrivatePool* captureTargetFor(orStream_t stream, std::unique_lock<std::mutex>& lock) {
+    for (const CaptureTarget& capture : captures_) {
+      if (capture.stream == stream) return capture.pool;
+    }
+    for (const CaptureTarget& capture : captures_) {
+      if (!capture.othersForbidden) continue;
+      lock.unlock();
+      TORCH_CHECK(false, "openreg: allocating device memory on stream ", static_cast<void*>(stream),
+                  " while a graph is being captured on stream ", static_cast<void*>(capture.stream),
+                  " of device ", static_cast<int>(device_), " would allocate outside the graph's memory pool. "
+                  "Allocate before the capture, on the capturing stream, or capture with "
+                  "capture_error_mode=\"relaxed\"");
+    }
+    return nullptr;
+  }
+
+  // Frees a released pool's segments once all its blocks are back (merged whole).
+  void releasePrivatePoolIfIdle(PrivatePool* privatePool) {
+    if (privatePool->graphs > 0 || privatePool->allocatedBlocks > 0) return;
+    for (Pool* blocks : {&privatePool->small, &privatePool->large}) {
+      for (Block* block : *blocks) freeSegment(block);
+    }
+    privatePools_.erase(privatePool->id);
+  }
+
   void finishPendingFree(Block* block) {
-    if (--block->pendingEvents == 0) release(block);
+    if (--block->pendingEvents != 0) return;
+    release(block);
+    if (block->privatePool != nullptr) releasePrivatePoolIfIdle(block->privatePool);
   }
 
   // Returns blocks whose other-stream work has finished to their pools.
@@ -389,6 +484,8 @@ class DeviceCache {
   const bool caching_;
   std::mutex mutex_;
   Pool small_, large_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;
+  std::vector<CaptureTarget> captures_;
   std::deque<std::pair<RecordedEvent, Block*>> pending_;
   DeviceStats stats_;
 };
@@ -446,15 +543,6 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     reportToProfiler(ptr, -static_cast<int64_t>(size), device);
   }
 
- private:
-  // torch.profiler's memory view; the statistics are read only while it listens.
-  void reportToProfiler(void* ptr, int64_t delta, c10::DeviceIndex device) {
-    if (!c10::memoryProfilingEnabled()) return;
-    c10::reportMemoryUsageToProfiler(ptr, delta, cache(device).allocatedBytes(),
-                                     cache(device).reservedBytes(),
-                                     c10::Device(c10::DeviceType::PrivateUse1, device));
-  }
-
   DeviceCache& cache(c10::DeviceIndex device) {
     checkDeviceIndex(device);
     std::call_once(created_, [this] {
@@ -466,6 +554,15 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
       }
     });
     return *caches_[device];
+  }
+
+ private:
+  // torch.profiler's memory view; the statistics are read only while it listens.
+  void reportToProfiler(void* ptr, int64_t delta, c10::DeviceIndex device) {
+    if (!c10::memoryProfilingEnabled()) return;
+    c10::reportMemoryUsageToProfiler(ptr, delta, cache(device).allocatedBytes(),
+                                     cache(device).reservedBytes(),
+                                     c10::Device(c10::DeviceType::PrivateUse1, device));
   }
 
   std::once_flag created_;
@@ -482,6 +579,16 @@ void deleteBlock(void* context) {
 }  // namespace
 
 c10::DeviceAllocator* deviceAllocator() { return &allocatorInstance; }
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool, orStream_t stream, bool othersForbidden) {
+  allocatorInstance.cache(device).beginAllocateToPool(pool, stream, othersForbidden);
+}
+
+void endAllocateToPool(c10::DeviceIndex device, orStream_t stream) {
+  allocatorInstance.cache(device).endAllocateToPool(stream);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) { allocatorInstance.cache(device).releasePool(pool); }
 
 // LITERALINCLUDE START: REGISTER_DEVICE_ALLOCATOR
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocatorInstance);

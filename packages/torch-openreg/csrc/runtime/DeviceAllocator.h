@@ -2,14 +2,26 @@
 // PyTorch uses for every openreg tensor (registered with REGISTER_ALLOCATOR).
 //
 // It caches orMalloc'd segments per device and per stream, splits them into
-// blocks, and honours record_stream. It is not a general memory pool: there
-// are no private pools, graphs or expandable segments.
+// blocks, and honours record_stream, and gives graph captures private pools
+// (Graph.cpp). It has no expandable segments and no user-made memory pools.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <openreg/openreg.h>
 
 namespace torch_openreg {
 
 c10::DeviceAllocator* deviceAllocator();
+
+// Graph captures (Note [Graph memory pools] in DeviceAllocator.cpp).
+// From now until endAllocateToPool, allocations on stream come from the
+// private pool pool of device (created on first use; each call counts one
+// more graph using it). othersForbidden: allocations on the device's other
+// streams raise meanwhile.
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool, orStream_t stream, bool othersForbidden);
+void endAllocateToPool(c10::DeviceIndex device, orStream_t stream);
+// One graph fewer uses pool; its memory returns to the runtime once no
+// graph uses it and no tensor holds its blocks.
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool);
 
 }  // namespace torch_openreg

@@ -68,6 +68,12 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     OPENREG_CHECK(status);
     return true;
   }
+  // torch.Stream.is_capturing(): a graph capture is under way (Graph.cpp).
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    orStreamCaptureStatus status = orStreamCaptureStatusNone;
+    OPENREG_CHECK(orStreamIsCapturing(nativeStream(stream), &status));
+    return status != orStreamCaptureStatusNone;
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
     OPENREG_CHECK(orStreamSynchronize(nativeStream(stream)));
   }

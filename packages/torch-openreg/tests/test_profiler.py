@@ -1,0 +1,212 @@
+"""The profiler: torch.profiler with the PrivateUse1 activity shows openreg's
+kernels, copies and memsets on a device timeline (one lane per stream),
+linked to the operators that launched them; the legacy autograd profiler
+times operators with openreg events. Tests read the exported trace and the
+profiler's events, never wall-clock time."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import openreg_runtime
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def exported(prof, tmp_path) -> list[dict]:
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def complete_events(trace: list[dict], categories) -> list[dict]:
+    return [e for e in trace if e.get("ph") == "X" and e.get("cat") in categories]
+
+
+def native_stream_id(stream: torch.Stream) -> int:
+    return openreg_runtime.stream_get_id(stream.stream_id)
+
+
+def operators_by_external_id(trace: list[dict]) -> dict[int, dict]:
+    return {e["args"]["External id"]: e for e in complete_events(trace, {"cpu_op"})}
+
+
+def test_each_operator_kernel_is_on_its_device_and_stream_after_the_operator_began(tmp_path):
+    a = torch.randn(64, 64, device="openreg:1")
+    b = torch.randn(64, 64, device="openreg:1")
+    torch.openreg.synchronize(1)
+    with profile(activities=ACTIVITIES) as prof:
+        c = torch.mm(a, b)
+        d = torch.exp(c)
+        e = d.sum()
+    trace = exported(prof, tmp_path)
+    kernels = complete_events(trace, {"kernel"})
+    operators = operators_by_external_id(trace)
+    launched_by = {}
+    for kernel in kernels:
+        assert kernel["pid"] == 1, kernel  # device 1
+        assert kernel["tid"] == native_stream_id(torch.openreg.default_stream(1))
+        assert kernel["dur"] >= 0
+        operator = operators[kernel["args"]["External id"]]
+        assert operator["ts"] <= kernel["ts"]
+        launched_by.setdefault(operator["name"], []).append(kernel)
+    assert {"aten::mm", "aten::exp", "aten::sum"} <= set(launched_by)
+    torch.testing.assert_close(e.cpu(), torch.exp(a.cpu() @ b.cpu()).sum(), rtol=1e-4, atol=0)
+
+
+def test_copies_and_memsets_are_device_activities(tmp_path):
+    pinned = torch.randn(1024).pin_memory()
+    with profile(activities=ACTIVITIES) as prof:
+        x = pinned.to("openreg", non_blocking=True)
+        back = x.to("cpu")
+        torch.zeros(256, device="openreg")
+    trace = exported(prof, tmp_path)
+    copies = complete_events(trace, {"gpu_memcpy"})
+    names = [c["name"] for c in copies]
+    assert "memcpyHtoD" in names and "memcpyDtoH" in names
+    assert all(c["dur"] >= 0 and c["pid"] == 0 for c in copies)
+    operators = operators_by_external_id(trace)
+    assert all("copy" in operators[c["args"]["External id"]]["name"] for c in copies)
+    torch.testing.assert_close(back, pinned)
+
+
+def test_side_stream_kernel_lands_on_its_own_lane(tmp_path):
+    x = torch.randn(128, device="openreg")
+    side = torch.Stream(device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        y = x * 2
+        side.wait_stream(torch.openreg.current_stream())
+        with side:
+            z = torch.exp(x)
+        torch.openreg.current_stream().wait_stream(side)
+    trace = exported(prof, tmp_path)
+    operators = operators_by_external_id(trace)
+    lanes = {}
+    for kernel in complete_events(trace, {"kernel"}):
+        lanes[operators[kernel["args"]["External id"]]["name"]] = kernel["tid"]
+    assert lanes["aten::mul"] == native_stream_id(torch.openreg.default_stream(0))
+    assert lanes["aten::exp"] == native_stream_id(side)
+    assert lanes["aten::mul"] != lanes["aten::exp"]
+    lane_names = {e["tid"]: e["args"]["name"] for e in trace if e.get("ph") == "M" and e.get("name") == "thread_name"
+                  and e.get("pid") == 0}
+    assert lane_names.get(native_stream_id(side)) == f"openreg stream {native_stream_id(side)}"
+    torch.testing.assert_close(z.cpu(), torch.exp(x.cpu()))
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_key_averages_device_time_matches_the_runtime_event_timing():
+    # A kernel whose device time is known from the runtime's own events.
+    a = torch.randn(512, 512, device="openreg")
+    b = torch.randn(512, 512, device="openreg")
+    start, end = torch.Event(device="openreg", enable_timing=True), torch.Event(device="openreg", enable_timing=True)
+    torch.openreg.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        start.record()
+        for _ in range(5):
+            torch.mm(a, b)
+        end.record()
+    end.synchronize()
+    event_us = start.elapsed_time(end) * 1000
+    # The five calls (the plain path's shape inference calls aten::mm again, inside).
+    mms = [e for e in prof.events() if e.name == "aten::mm" and e.device_type == torch.autograd.DeviceType.CPU
+           and (e.cpu_parent is None or e.cpu_parent.name != "aten::mm")]
+    assert len(mms) == 5
+    assert all(e.device_time_total > 0 for e in mms)
+    # The kernels ran between the two event records on the same stream, one
+    # after another, so their summed durations fit in the event interval,
+    # and they took most of it (the stream ran nothing else).
+    device_us = sum(e.device_time_total for e in mms)
+    assert 0.5 * event_us <= device_us <= event_us * 1.01 + 1
+
+
+def test_record_function_range_encloses_its_device_work(tmp_path):
+    x = torch.randn(256, 256, device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        with record_function("my_block"):
+            y = torch.tanh(x) @ x
+        z = y + 1
+    trace = exported(prof, tmp_path)
+    annotations = [e for e in complete_events(trace, {"gpu_user_annotation"}) if e["name"] == "my_block"]
+    assert len(annotations) == 1
+    span = annotations[0]
+    operators = operators_by_external_id(trace)
+    launched_by = [(operators[k["args"]["External id"]]["name"], k) for k in complete_events(trace, {"kernel"})]
+    inside = [k for name, k in launched_by if name in ("aten::tanh", "aten::mm")]
+    outside = [k for name, k in launched_by if name == "aten::add"]
+    assert len(inside) >= 2 and outside
+    for kernel in inside:
+        assert span["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= span["ts"] + span["dur"] + 0.01
+    assert outside[0]["ts"] >= span["ts"] + span["dur"] - 0.01
+    torch.testing.assert_close(z.cpu(), torch.tanh(x.cpu()) @ x.cpu() + 1, rtol=1e-4, atol=1e-3)
+
+
+def test_profile_memory_reports_device_allocations_and_frees():
+    with profile(activities=ACTIVITIES, profile_memory=True) as prof:
+        x = torch.empty(1 << 20, device="openreg")  # 4 MiB
+        del x
+    events = prof.events()
+    # An allocation inside an operator is counted to it; the free after it
+    # is an event of its own.
+    empty = next(e for e in events if e.name == "aten::empty")
+    assert empty.device_memory_usage == 4 << 20 and empty.cpu_memory_usage == 0
+    frees = [e.device_memory_usage for e in events if e.name == "[memory]"]
+    assert frees == [-(4 << 20)]
+
+
+def test_schedule_and_on_trace_ready_record_only_active_steps(tmp_path):
+    traces = []
+    x = torch.randn(32, device="openreg")
+
+    def ready(prof):
+        traces.append(exported(prof, tmp_path))
+
+    with profile(activities=ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                 on_trace_ready=ready) as prof:
+        for step in range(5):
+            with record_function(f"step{step}"):
+                torch.exp(x)
+            prof.step()
+    assert len(traces) == 1
+    annotations = {e["name"] for e in complete_events(traces[0], {"gpu_user_annotation"})}
+    assert annotations == {"step2", "step3", "ProfilerStep#2", "ProfilerStep#3"}
+    kernels = complete_events(traces[0], {"kernel"})
+    assert len(kernels) == 2
+
+
+def mlp_step():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("openreg")
+    x, y = torch.randn(8, 16, device="openreg"), torch.randint(0, 4, (8,), device="openreg")
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("use_kineto", [False, True])
+def test_legacy_profiler_reports_non_negative_device_times_without_warnings(use_kineto, caplog, capfd):
+    mlp_step()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autograd.profiler.profile(use_device="openreg", use_kineto=use_kineto) as prof:
+            mlp_step()
+            torch.openreg.synchronize()
+        averages = prof.key_averages()
+    assert not [w for w in caught if "PrivateUse1" in str(w.message) or "privateuse1" in str(w.message)]
+    assert "not enabled" not in caplog.text
+    assert "not enabled" not in capfd.readouterr().err  # PyTorch's C++ warnings go to stderr
+    assert averages
+    for event in averages:
+        assert event.cpu_time_total >= 0
+        assert event.device_time_total >= 0
+        assert event.self_device_time_total >= 0
+    assert sum(e.self_device_time_total for e in averages) > 0
+    assert any(e.key == "aten::addmm" and e.device_time_total > 0 for e in averages)
