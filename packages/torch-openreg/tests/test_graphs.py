@@ -14,6 +14,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_global_cpu_rng():
+    """These tests seed the CPU generator; later test files must not inherit that."""
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
 def build_mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 4))
