@@ -113,6 +113,34 @@ def test_compiled_model_matches_eager_openreg_without_fallback(name):
     assert torch.openreg.fallback_counts() == {}
 
 
+
+def test_compiled_cross_entropy_training_step_over_ten_classes_matches_cpu():
+    # Ten classes over 64 rows make Inductor vectorise the backward of
+    # cross_entropy, whose `masked` loads need the C++ data-type rules (Note
+    # [Inductor's choices keyed on the device type "cpu"] in inductor.py).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    x, y = torch.randn(64, 32), torch.randint(0, 10, (64,))
+    trained = {}
+    for device, compiled in (("cpu", False), ("openreg", False), ("openreg", True)):
+        module = copy.deepcopy(model).to(device)
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
+        inputs, targets = x.to(device), y.to(device)
+
+        def loss(module=module, inputs=inputs, targets=targets):
+            return F.cross_entropy(module(inputs), targets)
+        forward, update = (torch.compile(loss), torch.compile(optimizer.step)) if compiled else (loss, optimizer.step)
+        for _ in range(3):
+            optimizer.zero_grad()
+            forward().backward()
+            update()
+        trained[device, compiled] = module.cpu()
+    for key in (("openreg", False), ("openreg", True)):
+        for (pname, expected), actual in zip(trained["cpu", False].named_parameters(),
+                                             trained[key].parameters(), strict=True):
+            torch.testing.assert_close(actual.detach(), expected.detach(), rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, pname=pname, key=key: f"{key} {pname}: {m}")
+
 def test_compiled_model_stays_on_its_device_index():
     model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU()).to("openreg:1")
     compiled = torch.compile(model)
@@ -238,12 +266,12 @@ def test_compile_under_autocast():
     torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=2e-2, atol=2e-2)
 
 
-def test_inductor_fusion_flags_come_back_after_an_openreg_compile():
+def test_inductor_config_comes_back_after_an_openreg_compile():
     from torch._inductor import config
-    from torch_openreg._compile.inductor import CPP_KERNEL_FUSION
+    from torch_openreg._compile.inductor import CPP_CODEGEN_CONFIG
 
-    before = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
+    before = {name: getattr(config, name) for name in CPP_CODEGEN_CONFIG}
     compiled = torch.compile(lambda t: torch.softmax(t, -1) * 2)
     x = torch.randn(4, 8)
     torch.testing.assert_close(compiled(x.to("openreg")).cpu(), torch.softmax(x, -1) * 2)
-    assert {name: getattr(config, name) for name in CPP_KERNEL_FUSION} == before
+    assert {name: getattr(config, name) for name in CPP_CODEGEN_CONFIG} == before

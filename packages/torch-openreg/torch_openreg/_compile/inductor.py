@@ -133,45 +133,59 @@ class _OpenRegWrapperLines:
         return line
 
 
-# Note [Inductor's loop transforms for SIMD kernels]
-# When fusing, Inductor's scheduler may reorder, reindex or invert a node's
-# loops. Those transforms read a node's group as a SIMD (Triton-style) kernel
-# has it, (numel, reduction numel), and the scheduler skips them for nodes
-# whose device type is "cpu" (SchedulerNode.is_cpu), whose C++ kernels group
-# nodes by their loop sizes. An openreg node is scheduled by that C++ code
-# generation, so the transforms must be skipped for it too; Inductor has no
-# per-device switch, only these flags. Inductor creates the wrapper of a graph
-# just before the graph's scheduler, and generates the wrapper's code last:
-# the flags are off in between, for graphs holding openreg kernels only.
-CPP_KERNEL_FUSION = {
+# Note [Inductor's choices keyed on the device type "cpu"]
+# Inductor makes two choices for a node by asking whether its device type is
+# "cpu", with no per-device switch, only config keys:
+# - Its ops handlers read the device's code generation backend from
+#   torch._inductor.utils.get_current_backend(), which answers
+#   config.cpu_backend ("cpp") for "cpu" and config.cuda_backend ("triton")
+#   for every device it does not name. Under "triton" the C++ kernels of an
+#   openreg graph would follow Triton's data-type rules: a `masked` value
+#   takes the dtype of its body's result, which the C++ code generation
+#   leaves unset (the vectorised kernel then cannot broadcast it: the backward
+#   of cross_entropy), and float16/bfloat16 values are typed float32 (Triton
+#   upcasts them; the C++ code generation types them as they are).
+# - When fusing, the scheduler may reorder, reindex or invert a node's loops.
+#   Those transforms read a node's group as a SIMD (Triton-style) kernel has
+#   it, (numel, reduction numel), and are skipped for nodes whose device type
+#   is "cpu" (SchedulerNode.is_cpu), whose C++ kernels group nodes by their
+#   loop sizes.
+# An openreg node is scheduled by that C++ code generation, so it needs the
+# CPU's answers. Inductor creates the wrapper of a graph just before the
+# graph's scheduler, and generates the wrapper's code last, after every
+# kernel: the keys below hold the CPU's answers in between, for graphs holding
+# openreg kernels only. (config.cuda_backend is read once more, when Inductor
+# registers its backends, which happens before the first graph's wrapper.)
+CPP_CODEGEN_CONFIG = {
+    "cuda_backend": "cpp",
     "loop_ordering_after_fusion": False,
     "loop_reindexing_after_fusion": False,
     "loop_index_inversion_in_fusion": False,
 }
 
 
-# How many openreg wrappers hold the flags off, and the values to restore
-# when the last one lets go. A compilation that fails lets go only when its
-# wrapper is collected, maybe during a later compilation: the count keeps
-# that from turning the flags back on under it.
-_fusion_flag_holders = 0
-_fusion_flags_before: dict[str, Any] = {}
+# How many openreg wrappers hold the keys, and the values to restore when the
+# last one lets go. A compilation that fails lets go only when its wrapper is
+# collected, maybe during a later compilation: the count keeps that from
+# turning the keys back under it.
+_config_holders = 0
+_config_before: dict[str, Any] = {}
 
 
-def _hold_cpp_kernel_fusion() -> None:
-    global _fusion_flag_holders, _fusion_flags_before
-    if _fusion_flag_holders == 0:
-        _fusion_flags_before = {name: getattr(config, name) for name in CPP_KERNEL_FUSION}
-        for name, value in CPP_KERNEL_FUSION.items():
+def _hold_cpp_codegen_config() -> None:
+    global _config_holders, _config_before
+    if _config_holders == 0:
+        _config_before = {name: getattr(config, name) for name in CPP_CODEGEN_CONFIG}
+        for name, value in CPP_CODEGEN_CONFIG.items():
             setattr(config, name, value)
-    _fusion_flag_holders += 1
+    _config_holders += 1
 
 
-def _release_cpp_kernel_fusion() -> None:
-    global _fusion_flag_holders
-    _fusion_flag_holders -= 1
-    if _fusion_flag_holders == 0:
-        for name, value in _fusion_flags_before.items():
+def _release_cpp_codegen_config() -> None:
+    global _config_holders
+    _config_holders -= 1
+    if _config_holders == 0:
+        for name, value in _config_before.items():
             setattr(config, name, value)
 
 
@@ -180,16 +194,16 @@ class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
 
     def __init__(self) -> None:
         super().__init__()
-        _hold_cpp_kernel_fusion()
+        _hold_cpp_codegen_config()
         # Released when the code is generated, or when a failed compilation
         # drops this wrapper before that (a finalizer runs once).
-        self._restore_fusion_config = weakref.finalize(self, _release_cpp_kernel_fusion)
+        self._restore_config = weakref.finalize(self, _release_cpp_codegen_config)
 
     def generate(self, is_inference: bool) -> Any:
         try:
             return super().generate(is_inference)
         finally:
-            self._restore_fusion_config()
+            self._restore_config()
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
