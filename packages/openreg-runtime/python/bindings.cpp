@@ -59,7 +59,8 @@ void releasePythonKernel(void* data) {
 }
 
 py::dict activityToDict(const orActivity& a) {
-  static const char* kinds[] = {"kernel", "memcpy", "memset", "launch", "synchronize"};
+  static const char* kinds[] = {"kernel", "memcpy", "memset", "launch", "synchronize", "event_record",
+                                "stream_wait"};
   py::dict d;
   d["kind"] = kinds[a.kind];
   d["name"] = std::string(a.name);

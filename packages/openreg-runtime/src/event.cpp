@@ -98,11 +98,13 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   op.kind = Op::Kind::Mark;
   op.capture = capture;
   op.name = "eventRecord";
+  LaunchTrace launch = beginLaunchTrace(op);  // on the stream's lane, as kernels are
   // The lock orders concurrent records of one event: the later one wins.
   std::lock_guard<std::mutex> lock(event->mutex);
   capture->seq = stream->enqueue(std::move(op));
   if (capture->seq == 0) return refuseFullQueue(*stream);
   event->capture = std::move(capture);
+  endLaunchTrace(launch, *stream);
   return orSuccess;
 }
 // LITERALINCLUDE END: OR_EVENT_RECORD
@@ -196,7 +198,9 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
   op.kind = Op::Kind::Wait;
   op.capture = std::move(capture);
   op.name = "streamWaitEvent";
+  LaunchTrace launch = beginLaunchTrace(op);
   if (stream->enqueue(std::move(op)) == 0) return refuseFullQueue(*stream);
+  endLaunchTrace(launch, *stream);
   return orSuccess;
 }
 

@@ -399,5 +399,15 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
                  uint64_t correlationId, uint64_t externalCorrelationId = 0);
 // The calling thread's innermost orTracePushExternalCorrelationId, or 0.
 uint64_t currentExternalCorrelationId();
+// The Launch record of an op this thread queues: beginLaunchTrace, before
+// the op is enqueued, gives it its correlation id (when tracing);
+// endLaunchTrace, once it is enqueued on stream, records the launch.
+struct LaunchTrace {
+  uint64_t startNs = 0;  // 0: tracing was off
+  uint64_t correlationId = 0;
+  std::string name;
+};
+LaunchTrace beginLaunchTrace(Op& op);
+void endLaunchTrace(const LaunchTrace& launch, const Stream& stream);
 
 }  // namespace openreg::rt

@@ -130,6 +130,18 @@ uint64_t nextStreamId = 1;
 
 uint64_t idOf(orStream_t handle) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)); }
 
+// The kind of the record an op leaves on its stream when traced.
+orActivityKind activityKindOf(Op::Kind kind) {
+  switch (kind) {
+    case Op::Kind::Kernel: return orActivityKindKernel;
+    case Op::Kind::Copy: return orActivityKindMemcpy;
+    case Op::Kind::Memset: return orActivityKindMemset;
+    case Op::Kind::Mark: return orActivityKindEventRecord;
+    case Op::Kind::Wait: return orActivityKindStreamWait;
+  }
+  return orActivityKindKernel;
+}
+
 }  // namespace
 
 void Progress::waitFor(uint64_t seq, bool spin) {
@@ -327,17 +339,17 @@ void Stream::execute(Op& op) {
       break;
     }
     case Op::Kind::Mark:
-      op.capture->timeNs.store(nowNs(), std::memory_order_relaxed);
-      return;
+      op.capture->timeNs.store(start != 0 ? start : nowNs(), std::memory_order_relaxed);
+      break;
     case Op::Kind::Wait:
       op.capture->progress->waitFor(op.capture->seq);
-      return;
+      break;
   }
   if (start != 0) {
-    orActivityKind kind = op.kind == Op::Kind::Kernel ? orActivityKindKernel
-                          : op.kind == Op::Kind::Copy ? orActivityKindMemcpy
-                                                      : orActivityKindMemset;
-    traceRecord(kind, op.name, device.index, id, start, nowNs(), op.correlationId);
+    // An event record is an instant (the time the event captured); a wait
+    // lasts until the event it waits for completes.
+    uint64_t end = op.kind == Op::Kind::Mark ? start : nowNs();
+    traceRecord(activityKindOf(op.kind), op.name, device.index, id, start, end, op.correlationId);
   }
 }
 
@@ -394,20 +406,10 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   if (stream.capturing.load(std::memory_order_acquire)) {  // Note [Stream capture]
     if (captureOp(stream, op, wait, &status)) return status;
   }
-  bool traced = tracing();
-  uint64_t start = traced ? nowNs() : 0;
-  std::string name;
-  if (traced) {
-    op.correlationId = nextCorrelationId();
-    name = op.name;
-  }
-  uint64_t correlation = op.correlationId;
+  LaunchTrace launch = beginLaunchTrace(op);
   uint64_t seq = stream.enqueue(std::move(op));
   if (seq == 0) return refuseFullQueue(stream);
-  if (traced) {
-    traceRecord(orActivityKindLaunch, name, stream.device.index, stream.id, start,
-                nowNs(), correlation, currentExternalCorrelationId());
-  }
+  endLaunchTrace(launch, stream);
   // OPENREG_LAUNCH_BLOCKING cannot make a kernel wait for work it queued
   // on its own stream (Note [Waiting from inside a kernel]); callers that
   // must wait refused that case before queueing.

@@ -49,6 +49,21 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   if (records.size() < kMaxRecords) records.push_back(record);
 }
 
+LaunchTrace beginLaunchTrace(Op& op) {
+  LaunchTrace launch;
+  if (!tracing()) return launch;
+  launch.startNs = nowNs();
+  launch.correlationId = op.correlationId = nextCorrelationId();
+  launch.name = op.name;
+  return launch;
+}
+
+void endLaunchTrace(const LaunchTrace& launch, const Stream& stream) {
+  if (launch.startNs == 0) return;
+  traceRecord(orActivityKindLaunch, launch.name, stream.device.index, stream.id, launch.startNs, nowNs(),
+              launch.correlationId, currentExternalCorrelationId());
+}
+
 }  // namespace openreg::rt
 
 using namespace openreg::rt;

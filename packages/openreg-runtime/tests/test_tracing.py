@@ -148,3 +148,45 @@ def test_popping_an_empty_external_correlation_stack_fails():
     assert failure.value.name == "orErrorInvalidValue"
     assert "pushed no id" in str(failure.value)
     ort.get_last_error()
+
+
+def test_event_record_and_stream_wait_are_on_their_streams(res):
+    # Stream a holds a gate, then records the event; stream b waits for it,
+    # then runs a kernel: b's wait cannot end before a reaches the record,
+    # nor b's kernel start before the wait ends.
+    a, b = res.stream(), res.stream()
+    event = res.event()
+    gate = res.gate()
+    ort.trace_enable(True)
+    ort.launch_kernel(a, gate, "gate")
+    ort.event_record(event, a)
+    ort.stream_wait_event(b, event)
+    ort.launch_kernel(b, lambda: None, "after_wait")
+    gate.started.wait(5)
+    gate.open()
+    ort.stream_synchronize(b)
+    ort.trace_enable(False)
+    records = ort.trace_drain()
+    launches = {r["correlation_id"]: r for r in records if r["kind"] == "launch"}
+    device_side = {r["kind"]: r for r in records if r["kind"] != "launch"}
+    record, wait, kernel = device_side["event_record"], device_side["stream_wait"], device_side["kernel"]
+    assert record["name"] == "eventRecord" and wait["name"] == "streamWaitEvent"
+    assert record["stream"] == ort.stream_get_id(a) and wait["stream"] == ort.stream_get_id(b)
+    for r in (record, wait):
+        launch = launches[r["correlation_id"]]  # linked to the host call that queued it
+        assert launch["name"] == r["name"] and launch["stream"] == r["stream"] and r["device"] == 0
+        assert launch["start_ns"] <= r["start_ns"] <= r["end_ns"]
+    assert record["start_ns"] == record["end_ns"]  # the instant the event captured
+    assert record["start_ns"] <= wait["end_ns"] <= kernel["start_ns"]
+
+
+def test_a_wait_for_a_completed_event_leaves_no_record(res):
+    a, b = res.stream(), res.stream()
+    event = res.event()
+    ort.event_record(event, a)
+    ort.stream_synchronize(a)
+    ort.trace_enable(True)
+    ort.stream_wait_event(b, event)
+    ort.stream_synchronize(b)
+    ort.trace_enable(False)
+    assert [r for r in ort.trace_drain() if r["name"] == "streamWaitEvent"] == []

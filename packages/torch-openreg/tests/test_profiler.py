@@ -102,6 +102,38 @@ def test_side_stream_kernel_lands_on_its_own_lane(tmp_path):
     torch.testing.assert_close(y.cpu(), x.cpu() * 2)
 
 
+
+def test_event_record_and_stream_wait_are_on_their_stream_lanes(tmp_path, gate):
+    # The side stream waits for an event recorded behind a gate on the main
+    # stream, so its wait is queued (not skipped as already complete) and
+    # holds its kernel until the main stream reaches the record.
+    x = torch.randn(128, device="openreg")
+    main, side = torch.openreg.current_stream(), torch.Stream(device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        held = gate(main)
+        y = x * 2
+        event = torch.Event(device="openreg")
+        event.record(main)
+        side.wait_event(event)
+        with side:
+            z = torch.exp(y)
+        held.open()
+        torch.openreg.synchronize()
+    trace = exported(prof, tmp_path)
+    syncs = {e["name"]: e for e in complete_events(trace, {"cuda_sync"})}
+    record, wait = syncs["eventRecord"], syncs["streamWaitEvent"]
+    assert (record["pid"], record["tid"]) == (0, native_stream_id(main))
+    assert (wait["pid"], wait["tid"]) == (0, native_stream_id(side))
+    assert record["dur"] == 0 and wait["dur"] >= 0
+    kernels = {k["name"]: k for k in complete_events(trace, {"kernel"})}
+    mul, exp = kernels["aten::mul"], kernels["aten::exp"]
+    rounding = 0.002  # microseconds with three decimals, start and duration rounded apart
+    assert mul["ts"] + mul["dur"] <= record["ts"] + rounding
+    assert record["ts"] <= wait["ts"] + wait["dur"] + rounding
+    assert wait["ts"] + wait["dur"] <= exp["ts"] + rounding
+    torch.testing.assert_close(z.cpu(), torch.exp(x.cpu() * 2))
+
 def test_key_averages_device_time_matches_the_runtime_event_timing():
     # A kernel whose device time is known from the runtime's own events.
     a = torch.randn(512, 512, device="openreg")

@@ -486,8 +486,15 @@ typedef enum orActivityKind {
   orActivityKindKernel = 0,      /* a kernel running on a stream */
   orActivityKindMemcpy = 1,      /* a copy running on a stream */
   orActivityKindMemset = 2,      /* a memset running on a stream */
-  orActivityKindLaunch = 3,      /* the host call that queued one of the above */
-  orActivityKindSynchronize = 4  /* the host blocked in a synchronising call */
+  orActivityKindLaunch = 3,      /* the host call that queued any stream record
+                                    (kernel, copy, memset, event record, wait) */
+  orActivityKindSynchronize = 4, /* the host blocked in a synchronising call */
+  orActivityKindEventRecord = 5, /* a stream reaching an orEventRecord: the
+                                    instant the event captured */
+  orActivityKindStreamWait = 6   /* a stream held by orStreamWaitEvent, from
+                                    reaching the wait to the event completing
+                                    (a wait for an event already complete
+                                    queues nothing and leaves no record) */
 } orActivityKind;
 
 typedef struct orActivity {

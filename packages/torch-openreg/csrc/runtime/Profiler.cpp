@@ -49,11 +49,12 @@ thread_local std::vector<uint64_t> openUserRanges;
 // PyTorch pushes a correlation id around every operator it records; the
 // session forwards it to libopenreg (orTracePushExternalCorrelationId), so
 // each Launch record names the operator that queued the work. The device
-// record of that work (kernel, copy, memset) shares the Launch record's
-// runtime correlation id, so the two joins give: device record -> launch ->
-// operator. Each device record becomes a Kineto activity on pid = device,
-// tid = stream id, linked to the operator's CPU activity, which is what
-// gives key_averages() its device time and the trace its lanes.
+// record of that work (kernel, copy, memset, event record, stream wait)
+// shares the Launch record's runtime correlation id, so the two joins give:
+// device record -> launch -> operator. Each device record becomes a Kineto
+// activity on pid = device, tid = stream id, linked to the operator's CPU
+// activity, which is what gives key_averages() its device time and the
+// trace its lanes.
 class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
   explicit OpenRegProfilerSession(const std::set<ActivityType>& requested) : requested_(requested) {}
@@ -167,19 +168,31 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     }
   }
 
+  // Event records and stream waits take Kineto's synchronisation type, as
+  // CUPTI's "Stream Wait Event" records do on CUDA; so do the host's waits.
   static ActivityType typeOf(orActivityKind kind) {
     switch (kind) {
       case orActivityKindKernel: return ActivityType::CONCURRENT_KERNEL;
       case orActivityKindMemcpy: return ActivityType::GPU_MEMCPY;
       case orActivityKindMemset: return ActivityType::GPU_MEMSET;
-      default: return ActivityType::CUDA_SYNC;  // the host blocked in a synchronising call
+      default: return ActivityType::CUDA_SYNC;
     }
+  }
+
+  // PyTorch asks a PrivateUse1 profiler for kernels, copies, memsets and
+  // annotations, never for CUDA_SYNC (enable_cuda_sync_events is CUDA's
+  // switch). A stream's event records and waits order its kernels, so they
+  // come with them: the lane shows why a kernel started late.
+  bool wanted(const orActivity& record) const {
+    bool ordersKernels = record.kind == orActivityKindEventRecord || record.kind == orActivityKindStreamWait;
+    return requested_.count(typeOf(record.kind)) != 0 ||
+           (ordersKernels && requested_.count(ActivityType::CONCURRENT_KERNEL) != 0);
   }
 
   libkineto::GenericTraceActivity* addActivity(const orActivity& record, uint64_t op,
                                                const libkineto::getLinkedActivityCallback& linkedOperator) {
+    if (!wanted(record)) return nullptr;
     ActivityType type = typeOf(record.kind);
-    if (requested_.count(type) == 0) return nullptr;
     buffer_.emplace_activity(buffer_.span, type, std::string(record.name));
     auto& activity = *buffer_.activities.back();
     activity.startTime = static_cast<int64_t>(record.startNs) + offsetNs_;
