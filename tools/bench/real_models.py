@@ -148,16 +148,16 @@ def print_table(pairs: dict, models: list[str], rounds: int, load_before: tuple)
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {rounds} rounds, "
           f"{os.cpu_count()} cores")
-    print(f"{'training step (AdamW)':<24}{'openreg ms':>11}{'cpu ms':>9}{'ratio':>7}"
-          f"{'1 thread: openreg':>19}{'cpu':>7}{'ratio':>7}   target")
+    print(f"{'training step (AdamW)':<24}{'openreg ms':>11}{'cpu ms':>10}{'ratio':>7}"
+          f"{'1 thread: openreg ms':>22}{'cpu ms':>10}{'ratio':>7}   target")
     for name in models:
         d_dev, d_cpu, d_ratio = summary(pairs["default"][name])
         o_dev, o_cpu, o_ratio = summary(pairs["1"][name])
-        print(f"{name:<24}{d_dev * 1e3:11.2f}{d_cpu * 1e3:9.2f}{d_ratio:7.2f}"
-              f"{o_dev * 1e3:19.2f}{o_cpu * 1e3:7.2f}{o_ratio:7.2f}   <= {TARGETS[name]}")
+        print(f"{name:<24}{d_dev * 1e3:11.2f}{d_cpu * 1e3:10.2f}{d_ratio:7.2f}"
+              f"{o_dev * 1e3:22.2f}{o_cpu * 1e3:10.2f}{o_ratio:7.2f}   <= {TARGETS[name]}")
     after, before, ratio = summary([(a, b) for b, a in pairs[PROBE]])
-    print(f"{PROBE:<24}{after * 1e6:9.1f}us{before * 1e6:7.1f}us{ratio:7.2f}"
-          f"   (after / before, default threads)   <= {PROBE_TARGET}")
+    print(f"{PROBE:<24}{after * 1e6:9.1f}us{before * 1e6:8.1f}us{ratio:7.2f}"
+          f"   (us after, us before, after / before; default threads)   <= {PROBE_TARGET}")
 
 
 def main() -> None:
