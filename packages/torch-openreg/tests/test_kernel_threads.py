@@ -62,6 +62,16 @@ def test_a_waiting_host_runs_a_small_kernel_alone(gate):
     assert threads_in_kernel(1024, synchronize=True) == (1, torch.get_num_threads(), False)
 
 
+def test_deterministic_algorithms_keep_every_kernel_to_one_thread(gate):
+    torch.use_deterministic_algorithms(True)
+    try:
+        hold_current_stream(gate)
+        inside, team, on_worker = threads_in_kernel(KERNEL_BYTES // 4, synchronize=True)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert not on_worker and inside == 1 and team >= 2
+
+
 def test_small_kernels_compute_what_the_cpu_computes():
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     result = (a.to("openreg") @ b.to("openreg")).cpu()

@@ -7,6 +7,7 @@
 #include "fast/KernelThreads.h"
 
 #include <ATen/Config.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
 #include <torch_openreg/Kernel.h>
@@ -71,7 +72,10 @@ KernelThreadsScope::KernelThreadsScope(bool onWorker) : outermost_(!kernelThread
   at::internal::lazy_init_num_threads();  // before we change what it would set
   state.teamThreads = at::get_num_threads();
   state.inKernel = true;
-  state.mayUseTeam = !onWorker;
+  // A split reduction rounds differently from one on one thread, so which
+  // thread runs a kernel would change its results in the last bits from
+  // one run to the next; torch.use_deterministic_algorithms(True) rules it out.
+  state.mayUseTeam = !onWorker && !at::globalContext().deterministicAlgorithms();
   state.operandBytes = 0;
   keepToThisThread(true);
 }
