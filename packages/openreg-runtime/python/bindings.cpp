@@ -260,13 +260,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("event_destroy", [](uintptr_t e) { check(orEventDestroy(event(e))); });
 
   // Kernels
-  m.def("launch_kernel", [](uintptr_t s, py::function fn, const std::string& name) {
+  m.def("launch_kernel", [](uintptr_t s, py::function fn, const std::string& name, bool anyThread) {
     auto* owned = new py::function(std::move(fn));
     py::gil_scoped_release unlocked;  // the kernel needs the GIL to run
-    check(orLaunchKernelWithRelease(stream(s), runPythonKernel, releasePythonKernel, owned,
-                                    name.c_str()));
-  }, py::arg("stream"), py::arg("fn"), py::arg("name") = "python_kernel",
-     "Queue fn() as a kernel on stream. An exception fails the kernel with its message.");
+    check(orLaunchKernelWithFlags(stream(s), runPythonKernel, releasePythonKernel, owned, name.c_str(),
+                                  anyThread ? orKernelAnyThread : orKernelDefault));
+  }, py::arg("stream"), py::arg("fn"), py::arg("name") = "python_kernel", py::arg("any_thread") = false,
+     "Queue fn() as a kernel on stream. An exception fails the kernel with its message. With "
+     "any_thread, a thread that synchronises with the stream may run it (orKernelAnyThread).");
+  m.def("kernel_is_on_worker", [] {
+    int onWorker = 0;
+    check(orKernelIsOnWorker(&onWorker));
+    return onWorker != 0;
+  });
   m.def("kernel_translate_pointer", [](uintptr_t p, size_t count) {
     void* host = nullptr;
     check(orKernelTranslatePointer(&host, ptr<const void>(p), count));

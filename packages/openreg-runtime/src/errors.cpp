@@ -54,6 +54,13 @@ orError_t fail(orError_t code, std::string message) {
   return code;
 }
 
+LastErrorKeeper::LastErrorKeeper() : code_(lastError), message_(lastMessage) {}
+
+LastErrorKeeper::~LastErrorKeeper() {
+  lastError = code_;
+  lastMessage = std::move(message_);
+}
+
 std::string format(const char* fmt, ...) {
   va_list args, measure;
   va_start(args, fmt);

@@ -14,6 +14,7 @@ namespace {
 struct KernelContext {
   const Stream* stream = nullptr;
   const char* name = "";
+  bool onWorker = true;  // false: a waiting host thread runs it (orKernelAnyThread)
   orError_t failure = orSuccess;  // set by a failed translation
   std::string message;
 };
@@ -48,10 +49,11 @@ orError_t refuseWaitForRunningKernel(const char* call) {
 }
 
 // LITERALINCLUDE START: OR_KERNEL_RUNNER
-void runKernel(Stream& stream, Op& op) {
+void runKernel(Stream& stream, Op& op, bool onWorker) {
   KernelContext context;
   context.stream = &stream;
   context.name = op.name.c_str();
+  context.onWorker = onWorker;
   running = &context;
   // An earlier kernel on this worker may have called orSetDevice; inside a
   // kernel the current device is always the stream's (orGetDevice).
@@ -75,9 +77,9 @@ using namespace openreg::rt;
 
 extern "C" {
 
-orError_t orLaunchKernelWithRelease(orStream_t handle, orKernelFunc_t func,
-                                    void (*release)(void*), void* userData,
-                                    const char* name) {
+orError_t orLaunchKernelWithFlags(orStream_t handle, orKernelFunc_t func,
+                                  void (*release)(void*), void* userData,
+                                  const char* name, unsigned int flags) {
   auto refuse = [&](orError_t status) {
     if (release != nullptr) release(userData);
     return status;
@@ -85,6 +87,11 @@ orError_t orLaunchKernelWithRelease(orStream_t handle, orKernelFunc_t func,
   orError_t status = ensureInit();
   if (status != orSuccess) return refuse(status);
   if (func == nullptr) return refuse(fail(orErrorInvalidValue, "orLaunchKernel: func is NULL"));
+  if ((flags & ~unsigned{orKernelAnyThread}) != 0) {
+    return refuse(fail(orErrorInvalidValue,
+                       format("orLaunchKernelWithFlags: unknown flags 0x%x; pass orKernelDefault "
+                              "or orKernelAnyThread", flags)));
+  }
   std::shared_ptr<Stream> stream;
   if ((status = findStream(handle, &stream)) != orSuccess) return refuse(status);
   Op op;
@@ -93,7 +100,14 @@ orError_t orLaunchKernelWithRelease(orStream_t handle, orKernelFunc_t func,
   op.release = release;
   op.userData = userData;
   op.name = name != nullptr ? name : "<unnamed kernel>";
+  op.anyThread = (flags & orKernelAnyThread) != 0;
   return submit(*stream, std::move(op));  // submit releases on refusal
+}
+
+orError_t orLaunchKernelWithRelease(orStream_t handle, orKernelFunc_t func,
+                                    void (*release)(void*), void* userData,
+                                    const char* name) {
+  return orLaunchKernelWithFlags(handle, func, release, userData, name, orKernelDefault);
 }
 
 orError_t orLaunchKernel(orStream_t stream, orKernelFunc_t func, void* userData,
@@ -128,6 +142,13 @@ orError_t orKernelTranslatePointer(void** hostPtr, const void* devPtr, size_t co
   return orSuccess;
 }
 // LITERALINCLUDE END: OR_KERNEL_TRANSLATE
+
+orError_t orKernelIsOnWorker(int* onWorker) {
+  if (running == nullptr) return fail(orErrorNotPermitted, "orKernelIsOnWorker: not inside a running kernel");
+  if (onWorker == nullptr) return fail(orErrorInvalidValue, "orKernelIsOnWorker: onWorker is NULL");
+  *onWorker = running->onWorker ? 1 : 0;
+  return orSuccess;
+}
 
 orError_t orKernelSetErrorMessage(const char* message) {
   if (running == nullptr) {

@@ -28,6 +28,17 @@ namespace openreg::rt {
 
 // Records code and message as this thread's last error and returns code.
 orError_t fail(orError_t code, std::string message);
+// Keeps the calling thread's last error as it was while it runs other
+// work's calls (a host thread running queued work, stream.cpp).
+class LastErrorKeeper {
+ public:
+  LastErrorKeeper();
+  ~LastErrorKeeper();
+
+ private:
+  orError_t code_;
+  std::string message_;
+};
 // printf-style formatting for error messages.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -183,6 +194,7 @@ struct alignas(64) Op {
   orKernelFunc_t func = nullptr;
   void (*release)(void*) = nullptr;
   void* userData = nullptr;
+  bool anyThread = false;  // orKernelAnyThread
   // Copy and Memset: pointers as the user gave them, checked when queued.
   void* dst = nullptr;
   const void* src = nullptr;
@@ -267,6 +279,8 @@ class alignas(64) Stream {
   // and returns 0 (refuseFullQueue makes the error).
   uint64_t enqueue(Op op);
   uint64_t lastEnqueued() const { return published_.load(std::memory_order_acquire); }
+  // Waits for every queued op; the calling thread runs them itself where
+  // it may (Note [Who runs queued work]).
   void synchronize(bool spin = true);
 
   Device& device;
@@ -281,7 +295,14 @@ class alignas(64) Stream {
 
  private:
   void work();
-  void execute(Op& op);
+  // Runs the ops after executed_ up to op number until, in order, on the
+  // calling thread: all of them on the worker (which steps aside once a
+  // host thread asks to run them), those that may run off the worker on a
+  // host thread (which stops before the first that may not).
+  void runOps(uint64_t until, bool onWorker);
+  // The host's side of Note [Who runs queued work].
+  void runQueuedWork(uint64_t until);
+  void execute(Op& op, bool onWorker);
   // Waits until the worker sees an op past done, or the stream stops.
   void sleepUntilPublishedPast(uint64_t done);
   // Where op number seq (from 1) lives in the ring.
@@ -299,6 +320,12 @@ class alignas(64) Stream {
   std::atomic<bool> stopping_{false};
   std::mutex sleepMutex_;
   std::condition_variable wake_;
+  // Whoever runs ops holds runMutex_: the worker, or a host thread in
+  // synchronize. executed_ counts the ops run (written under runMutex_);
+  // hostsWaiting_ counts host threads asking to run them.
+  alignas(64) std::mutex runMutex_;
+  std::atomic<uint64_t> executed_{0};
+  std::atomic<int> hostsWaiting_{0};
 };
 // LITERALINCLUDE END: OR_STREAM_QUEUE
 
@@ -361,8 +388,10 @@ void setCurrentDevice(int device);
 
 // ---------------------------------------------------------------- kernel.cpp
 
-// Runs one kernel op on the calling worker; reports failure to the device.
-void runKernel(Stream& stream, Op& op);
+// Runs one kernel op on the calling thread (stream's worker or, for
+// orKernelAnyThread kernels, a waiting host thread); reports failure to the
+// device.
+void runKernel(Stream& stream, Op& op, bool onWorker);
 // The stream whose kernel the calling thread is running, or null.
 const Stream* runningStream();
 // Whether waiting for stream (or for every stream of device) would wait for

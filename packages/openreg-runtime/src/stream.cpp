@@ -238,16 +238,66 @@ uint64_t Stream::enqueue(Op op) {
 }
 // LITERALINCLUDE END: OR_STREAM_ENQUEUE
 
-void Stream::synchronize(bool spin) { progress->waitFor(lastEnqueued(), spin); }
+// LITERALINCLUDE START: OR_WHO_RUNS_QUEUED_WORK
+// Note [Who runs queued work]
+// A stream's worker runs its queue, one op after another. A host thread that
+// synchronises with the stream has nothing to do until the queue has
+// drained, yet the machine is the host's too: if the worker split a large
+// kernel across an OpenMP team of its own, the process would hold two
+// teams (the host's and the worker's), twice as many threads as cores, and
+// the OpenMP runtime would make every team's threads sleep right after each
+// parallel region (it throttles spin-waits once its threads outnumber the
+// cores): CPU work in the same process, openreg's or the user's, would then
+// pay a wake-up per parallel region. So the waiting thread runs the queued
+// work itself, in order, with its own threads, while each op may run off the
+// worker (copies, memsets, event records and waits, and kernels launched
+// with orKernelAnyThread), and the worker steps aside until it is done: a
+// large kernel uses every core when the host waits, and one team serves the
+// whole process. Only one thread runs a stream's ops at a time (runMutex_).
+// A thread inside a kernel does not: its own stream's work could wait on it.
+void Stream::synchronize(bool spin) {
+  uint64_t last = lastEnqueued();
+  if (executed_.load() < last && runningStream() == nullptr) runQueuedWork(last);
+  progress->waitFor(last, spin);
+}
+
+void Stream::runQueuedWork(uint64_t until) {
+  LastErrorKeeper lastError;  // the ops' failures are the device's, not this call's
+  int device = currentDevice();
+  hostsWaiting_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(runMutex_);
+    hostsWaiting_.fetch_sub(1);
+    runOps(until, /*onWorker=*/false);
+  }
+  setCurrentDevice(device);  // a kernel runs with its stream's device current
+}
+// LITERALINCLUDE END: OR_WHO_RUNS_QUEUED_WORK
+
+void Stream::runOps(uint64_t until, bool onWorker) {
+  // A copy of the ring's address: slots_ shares a line with the launching
+  // threads' lock, which the worker should not read once per op.
+  Op* const ring = slots_.get();
+  for (uint64_t done = executed_.load(std::memory_order_relaxed); done < until; ++done) {
+    // The op stays in its slot: the launching side destroys it when it
+    // reuses the slot, so the worker frees nothing the host allocated.
+    Op& op = ring[slotIndex(done + 1)];
+    if (onWorker ? hostsWaiting_.load(std::memory_order_relaxed) != 0
+                 : op.kind == Op::Kind::Kernel && !op.anyThread) {
+      return;
+    }
+    execute(op, onWorker);
+    if (op.capture) op.capture.reset();  // an event's capture should not outlive its op
+    executed_.store(done + 1, std::memory_order_release);
+    progress->advance();
+  }
+}
 
 // LITERALINCLUDE START: OR_STREAM_WORKER
 void Stream::work() {
   setCurrentDevice(device.index);
-  // A copy of the ring's address: slots_ shares a line with the launching
-  // threads' lock, which this thread should not read once per op.
-  Op* const ring = slots_.get();
-  uint64_t done = 0;  // ops run so far
   for (;;) {
+    uint64_t done = executed_.load(std::memory_order_acquire);  // a host thread may have run some
     uint64_t published = published_.load(std::memory_order_acquire);
     if (published == done) {
       spinUntil([&] { return published_.load(std::memory_order_acquire) != done; });
@@ -258,14 +308,13 @@ void Stream::work() {
       sleepUntilPublishedPast(done);
       continue;
     }
-    for (; done < published; ++done) {
-      // The op stays in its slot: the launching side destroys it when it
-      // reuses the slot, so the worker frees nothing the host allocated.
-      Op& op = ring[slotIndex(done + 1)];
-      execute(op);
-      if (op.capture) op.capture.reset();  // an event's capture should not outlive its op
-      progress->advance();
+    {
+      // Blocks while a host thread runs the queue (Note [Who runs queued work]).
+      std::lock_guard<std::mutex> lock(runMutex_);
+      runOps(published, /*onWorker=*/true);
     }
+    // A host thread asked to run the queue: let it have runMutex_.
+    if (hostsWaiting_.load(std::memory_order_relaxed) != 0) std::this_thread::yield();
   }
 }
 // LITERALINCLUDE END: OR_STREAM_WORKER
@@ -293,7 +342,7 @@ void Stream::sleepUntilPublishedPast(uint64_t done) {
   sleeping_.store(false);
 }
 
-void Stream::execute(Op& op) {
+void Stream::execute(Op& op, bool onWorker) {
   bool skip = device.sticky() != orSuccess;  // Note [Sticky errors]
   uint64_t start = tracing() ? nowNs() : 0;
   switch (op.kind) {
@@ -302,7 +351,7 @@ void Stream::execute(Op& op) {
         if (op.release != nullptr) op.release(op.userData);
         return;
       }
-      runKernel(*this, op);
+      runKernel(*this, op, onWorker);
       break;
     case Op::Kind::Copy:
     case Op::Kind::Memset: {

@@ -53,6 +53,7 @@ def test_backward_matches_cpu(scale_shift):
 def test_kernels_run_on_the_current_stream(scale_shift):
     stream = torch.openreg.Stream()
     x = torch.ones(1000, device="openreg")
+    stream.wait_stream(torch.openreg.current_stream())  # x is filled on the default stream
     with torch.openreg.stream(stream):
         out = scale_shift(x, 2.0, 1.0)
     stream.synchronize()

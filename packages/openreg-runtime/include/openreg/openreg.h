@@ -460,6 +460,37 @@ OPENREG_API orError_t orLaunchKernelWithRelease(orStream_t stream,
                                                 void* userData,
                                                 const char* name);
 
+/* Flags of orLaunchKernelWithFlags. */
+typedef enum orKernelFlags {
+  orKernelDefault = 0x0,    /* runs on its stream's worker thread */
+  orKernelAnyThread = 0x1   /* may also run on a host thread that waits for
+                               the stream (orKernelIsOnWorker tells which) */
+} orKernelFlags;
+
+/* As orLaunchKernelWithRelease, with flags (orKernelFlags). A kernel
+ * launched with orKernelAnyThread promises not to depend on the thread that
+ * runs it: a host thread that synchronises with the stream may run it,
+ * with everything queued before it, instead of waiting for the worker
+ * (Note [Who runs queued work] in stream.cpp). The order of the stream's
+ * work, its errors and its events are the same on either thread.
+ *   flags  in: orKernelDefault or orKernelAnyThread
+ * Returns as orLaunchKernel, and orErrorInvalidValue for unknown flags.
+ * Related: orKernelIsOnWorker. */
+OPENREG_API orError_t orLaunchKernelWithFlags(orStream_t stream,
+                                              orKernelFunc_t func,
+                                              void (*release)(void*),
+                                              void* userData,
+                                              const char* name,
+                                              unsigned int flags);
+
+/* Kernel only. Writes 1 to *onWorker when the running kernel runs on its
+ * stream's worker thread, 0 when a waiting host thread runs it (possible
+ * only for orKernelAnyThread kernels).
+ *   onWorker  out
+ * Returns orSuccess, orErrorNotPermitted (not inside a kernel),
+ * orErrorInvalidValue (onWorker is NULL). */
+OPENREG_API orError_t orKernelIsOnWorker(int* onWorker);
+
 /* Kernel only. Writes the host alias of count bytes of device memory at
  * devPtr: the address where those bytes can be read and written while the
  * kernel runs. A failure also marks the running kernel failed with

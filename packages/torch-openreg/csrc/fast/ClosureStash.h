@@ -174,7 +174,9 @@ orError_t launchInPlace(orStream_t stream, const char* name, Args&&... args) {
     static_cast<Callable*>(data)->~Callable();
     detail::retireClosure(data, sizeof(Callable));
   };
-  return orLaunchKernelWithRelease(stream, run, release, owned, name);
+  // A fast kernel runs wherever the runtime runs it: on the worker, or on a
+  // host thread that waits for the stream (Note [Who runs a fast kernel]).
+  return orLaunchKernelWithFlags(stream, run, release, owned, name, orKernelAnyThread);
 }
 // LITERALINCLUDE END: STASHED_LAUNCH
 

@@ -5,7 +5,9 @@
 //  - the host fast path describes its tensors straight into the closure
 //    (launchOnTensors), without building a vector of them;
 //  - the body runs inside the scratch and kernel-threads scopes
-//    (ScratchAllocator.h, KernelThreads.h).
+//    (ScratchAllocator.h, KernelThreads.h);
+//  - a host thread that waits for the stream may run it (Note [Who runs a
+//    fast kernel]).
 // Measured when introduced (tools/bench/torch_ops.py): the closure stash and
 // in-place descriptions took a 1-element `a + b`'s extra host cost over the
 // CPU from 1.0 us to 0.5-0.6 us; the scopes took a small Transformer's
@@ -14,6 +16,7 @@
 
 #include <torch_openreg/Kernel.h>
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -39,11 +42,24 @@ struct FastKernel {
   }
 
   void operator()() {
+    int onWorker = 1;
+    OPENREG_CHECK(orKernelIsOnWorker(&onWorker));
+    // LITERALINCLUDE START: WHO_RUNS_A_FAST_KERNEL
+    // Note [Who runs a fast kernel]
+    // The runtime may run this kernel on a host thread that waits for its
+    // stream (Note [Who runs queued work] in the runtime's stream.cpp),
+    // inside whatever that thread was doing: a profiler recording its
+    // operators, a TorchDispatchMode, CPU autocast. None of that is the
+    // kernel's, so there it runs in the thread-local state of a fresh
+    // thread, as on the worker.
+    std::optional<at::ThreadLocalStateGuard> freshState;
+    if (onWorker == 0) freshState.emplace(freshThreadState());
+    // LITERALINCLUDE END: WHO_RUNS_A_FAST_KERNEL
     // The host memory CPU code allocates is cached for the next kernel
     // (Note [Why kernels' host memory is cached]); small kernels keep to
-    // the worker (Note [The threads of a kernel]).
+    // one thread (Note [The threads of a kernel]).
     KernelScratchScope scratch;
-    KernelThreadsScope threads;
+    KernelThreadsScope threads(onWorker != 0);
     std::vector<at::Tensor> views;
     views.reserve(operands.size());
     for (const DeviceView& operand : operands) {

@@ -24,6 +24,7 @@
 #include <ATen/ops/cos_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/cos_cpu_dispatch.h>
 #include <ATen/ops/div_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/div_cpu_dispatch.h>
 #include <ATen/ops/exp_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/exp_cpu_dispatch.h>
@@ -55,11 +56,11 @@
 
 #include "aten/ExecutorRules.h"
 #include "fast/FastLaunch.h"
+#include "fast/HostFastPath.h"
 #include "fast/FastPaths.h"
 #include "aten/kernels/Minimal.h"
 
 namespace torch_openreg {
-namespace {
 
 namespace general = at::compositeexplicitautogradnonfunctional;
 
@@ -100,6 +101,8 @@ bool plainOperands(std::initializer_list<const at::Tensor*> operands) {
   }
   return true;
 }
+
+namespace {
 
 // Queues kernel(views) on the current stream of the operands' device, with
 // views = {out, operands...}; out is a new tensor of outSizes with the first
@@ -155,6 +158,12 @@ at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
+  // `a / 3`: the scalar form's fast path (InPlaceFastPath.cpp), only where
+  // that takes it (its general route comes back here with a wrapped number).
+  if (other.device().is_cpu() && other.dim() == 0 && other.unsafeGetTensorImpl()->is_wrapped_number() &&
+      plainOperands({&self}) && plainScalar(other.item(), self.scalar_type())) {
+    return at::div(self, other.item());
+  }
   if (!pointwiseFastPath(self, other)) return general::div(self, other);
   return launchWithNewOutput(
       "aten::div", self.sizes(), [](Views& v) { at::cpu::div_out(v[0], v[1], v[2]); }, self, other);

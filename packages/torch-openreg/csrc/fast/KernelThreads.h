@@ -2,10 +2,11 @@
 // use on its stream's worker (Note [The threads of a kernel]).
 #pragma once
 
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
-#include <utility>
+#include <tuple>
 
 namespace torch_openreg {
 
@@ -14,11 +15,13 @@ namespace torch_openreg {
 constexpr size_t kParallelKernelBytes = size_t{256} << 10;
 
 // While one is alive on a thread, PyTorch's CPU code on that thread runs on
-// that thread alone, until the kernel's operands reach kParallelKernelBytes
-// (countKernelOperand). the fast launch (FastLaunch.h) holds one around every kernel body.
+// that thread alone; on a host thread that runs queued work (not on a
+// stream's worker), only until the kernel's operands reach
+// kParallelKernelBytes (countKernelOperand). The fast launch (FastLaunch.h)
+// holds one around every kernel body.
 class KernelThreadsScope {
  public:
-  KernelThreadsScope();
+  explicit KernelThreadsScope(bool onWorker);
   ~KernelThreadsScope();
   KernelThreadsScope(const KernelThreadsScope&) = delete;
   KernelThreadsScope& operator=(const KernelThreadsScope&) = delete;
@@ -33,8 +36,14 @@ void countKernelOperand(size_t bytes);
 // Inside a kernel: the threads PyTorch's CPU code would use outside it.
 int kernelTeamThreads();
 
-// Tests only: queues a kernel over operand and returns how many threads its
-// CPU code could use, with how many the worker's thread team has.
-std::pair<int, int> kernelThreadsForTesting(const at::Tensor& operand);
+// The thread-local state of a thread that has never run PyTorch code, which
+// a kernel run by a waiting host thread runs in (Note [Who runs a fast kernel]).
+const at::ThreadLocalState& freshThreadState();
+
+// Tests only: queues a kernel over operand, lets the host run it
+// (synchronize) or leaves it to the worker (polls until the stream is idle),
+// and returns how many threads its CPU code could use, how many PyTorch
+// would use outside the kernel, and whether the worker ran it.
+std::tuple<int, int, bool> kernelThreadsForTesting(const at::Tensor& operand, bool synchronize);
 
 }  // namespace torch_openreg

@@ -4,6 +4,8 @@
 // CPU's time to 0.94-1.02x (tools/bench/torch_ops.py).
 #include "fast/ResultsInPlace.h"
 
+#include <ATen/Parallel.h>
+
 #include <ATen/ops/empty_like.h>
 #include <c10/core/alignment.h>
 
@@ -65,6 +67,9 @@ std::string LendingPlan::keyOf(c10::ArrayRef<at::Tensor> tensors, c10::IntArrayR
     appendInts(key, t.strides());
   }
   appendInts(key, arguments);
+  // oneDNN allocates differently when it splits the work: a kernel run by a
+  // waiting host's team is another call (Note [The threads of a kernel]).
+  appendRaw(key, at::get_num_threads());
   return key;
 }
 

@@ -35,7 +35,10 @@ void bindTestingHooks(py::module_ m) {
   m.def("compute_into_for_testing", [](std::vector<at::Tensor> outputs, std::vector<int64_t> order) {
     computeIntoForTesting(outputs, std::move(order));
   });
-  m.def("kernel_threads_for_testing", [](const at::Tensor& operand) { return kernelThreadsForTesting(operand); });
+  // Without the GIL: the wait may be for a kernel that needs it (a test's gate).
+  m.def("kernel_threads_for_testing", [](const at::Tensor& operand, bool synchronize) {
+    return kernelThreadsForTesting(operand, synchronize);
+  }, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace torch_openreg
