@@ -35,6 +35,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 COMBINATION_ENVS = ROOT / "build" / "combinations"
+TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,13 @@ def mark_done(stamps: Path, name: str, digest: str) -> None:
     (stamps / name).write_text(digest)
 
 
+def dependency_groups() -> dict[str, list[str]]:
+    """The root pyproject.toml's dependency groups: every third-party pin."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+
+
 def pins(groups: tuple[str, ...]) -> list[str]:
-    """The pinned requirements of these dependency groups of pyproject.toml."""
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    declared = dependency_groups()
     return sorted({pin for group in groups for pin in declared[group]})
 
 
@@ -189,9 +194,8 @@ def combination_groups(name: str) -> tuple[str, ...]:
     after the extra), so the layers themselves install with --no-index."""
     if COMBINATIONS[name] is None:
         return ("test",)
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
     extras = [p.extra for p in PACKAGES if p.name in combination_packages(name) and p.extra]
-    return ("torch", "test", *[extra for extra in extras if extra in declared])
+    return ("torch", "test", *[extra for extra in extras if extra in dependency_groups()])
 
 
 # LITERALINCLUDE START: INSTALL_COMBINATION
@@ -278,7 +282,6 @@ def combination_command(args: list[str]) -> None:
 
 # The operator tests that also run with the speed layers off
 # (OPENREG_FAST_PATHS=0): the plain reference path must pass them alone.
-TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
