@@ -28,7 +28,8 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(16, 8, generator=generator), torch.randn(16, 2, generator=generator)
 
 
-def train(scenario: str, rank: int, world_size: int) -> torch.nn.Module:
+def train(scenario: str, rank: int, world_size: int) -> tuple[torch.nn.Module, float | None]:
+    """The trained module and, under AMP, GradScaler's final scale."""
     device = torch.device("openreg", rank)
     torch.openreg.set_device(device)
     module = model().to(device)
@@ -36,7 +37,9 @@ def train(scenario: str, rank: int, world_size: int) -> torch.nn.Module:
     step_model = torch.compile(ddp) if scenario == "compile" else ddp
     inputs, targets = (t.chunk(world_size)[rank].to(device) for t in batch())
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("openreg", enabled=scenario == "amp")
+    # A scale small enough that float16 gradients never overflow here: no
+    # step is skipped, so the CPU reference (which skips none) stays valid.
+    scaler = torch.amp.GradScaler("openreg", init_scale=256.0, enabled=scenario == "amp")
     for _ in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("openreg", dtype=torch.float16, enabled=scenario == "amp"):
@@ -44,7 +47,7 @@ def train(scenario: str, rank: int, world_size: int) -> torch.nn.Module:
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-    return module
+    return module, scaler.get_scale() if scenario == "amp" else None
 
 
 def main() -> None:
@@ -52,8 +55,9 @@ def main() -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("occl", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=60))
     try:
-        trained = train(scenario, rank, world_size)
-        torch.save({name: p.detach().cpu() for name, p in trained.named_parameters()}, output)
+        trained, scale = train(scenario, rank, world_size)
+        torch.save({"parameters": {name: p.detach().cpu() for name, p in trained.named_parameters()},
+                    "scale": scale}, output)
     finally:
         dist.destroy_process_group()
 

@@ -28,7 +28,8 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _train_on_ranks(scenario: str, tmp_path: Path) -> list[dict[str, torch.Tensor]]:
+def _train_on_ranks(scenario: str, tmp_path: Path) -> list[dict]:
+    """Each rank's {"parameters": name -> tensor, "scale": GradScaler's final scale or None}."""
     port = _free_port()
     outputs = [tmp_path / f"rank{rank}.pt" for rank in range(WORLD_SIZE)]
     ranks = [subprocess.Popen([sys.executable, HERE / "ddp_worker.py", scenario, str(rank), str(WORLD_SIZE),
@@ -61,6 +62,8 @@ def _cpu_reference() -> dict[str, torch.Tensor]:
 @pytest.mark.needs_packages("openreg-distributed", "openreg-amp")
 def test_grad_scaler_and_autocast_under_ddp(tmp_path):
     rank0, rank1 = _train_on_ranks("amp", tmp_path)
+    assert rank0["scale"] == rank1["scale"] == 256.0  # no step skipped for an overflow
+    rank0, rank1 = rank0["parameters"], rank1["parameters"]
     reference = _cpu_reference()
     for name, expected in reference.items():
         torch.testing.assert_close(rank1[name], rank0[name], rtol=0, atol=0)  # DDP keeps ranks identical
@@ -69,7 +72,7 @@ def test_grad_scaler_and_autocast_under_ddp(tmp_path):
 
 @pytest.mark.needs_packages("openreg-distributed")
 def test_torch_compile_of_a_ddp_model(tmp_path):
-    rank0, rank1 = _train_on_ranks("compile", tmp_path)
+    rank0, rank1 = (rank["parameters"] for rank in _train_on_ranks("compile", tmp_path))
     reference = _cpu_reference()
     for name, expected in reference.items():
         torch.testing.assert_close(rank1[name], rank0[name], rtol=0, atol=0)
