@@ -2,31 +2,76 @@
 """OpenReg's developer entry point: set up the repository's .venv, then run.
 
     python3.11 tools/dev.py setup        create/refresh .venv, build what changed
+    python3.11 tools/dev.py wheels       setup, then print the wheelhouse's wheels
     python3.11 tools/dev.py demo         setup, then run the demo
     python3.11 tools/dev.py docs         setup, then build the guide (docs/_build/html)
-    python3.11 tools/dev.py test         setup, then every check CI runs
+    python3.11 tools/dev.py test         setup, then every check CI runs, over every combination
     python3.11 tools/dev.py pytest ARGS  setup, then pytest with ARGS
+    python tools/dev.py combination NAME [ARGS]
+                                         from inside a virtual environment (hatch's): install
+                                         combination NAME from the wheelhouse, run its tests
 
-Idempotent: requirements are reinstalled only when tools/requirements-dev.txt
-changes, and a package is rebuilt only when one of its files changes (its
-persistent CMake build directory then recompiles only the changed files).
+Every package is built once, as a wheel into build/wheelhouse (native ones
+with --no-build-isolation inside .venv, which then installs the wheel so the
+next package compiles against it). Idempotent: the pinned tools are
+reinstalled only when the dependency groups of pyproject.toml change, and a
+package is rebuilt only when one of its files changes (its persistent CMake
+build directory then recompiles only the changed files).
 Standard library only, so it runs before anything is installed.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
-STAMPS = VENV / "openreg-stamps"
-REQUIREMENTS = ROOT / "tools" / "requirements-dev.txt"
+WHEELHOUSE = ROOT / "build" / "wheelhouse"
+COMBINATION_ENVS = ROOT / "build" / "combinations"
+TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    extra: str | None  # torch-openreg's extra that installs it; None: part of the core
+
+
+# LITERALINCLUDE START: PACKAGES
 # Build order follows the dependency direction: runtime <- torch-openreg <- layers.
-PACKAGES = ["openreg-runtime", "torch-openreg", "openreg-amp", "openreg-onnx"]
+PACKAGES = [
+    Package("openreg-runtime", extra=None),
+    Package("torch-openreg", extra=None),
+    Package("openreg-amp", extra="amp"),
+    Package("openreg-onnx", extra="onnx"),
+]
+# LITERALINCLUDE END: PACKAGES
+
+# LITERALINCLUDE START: COMBINATIONS
+# Each combination is one virtual environment holding torch, the core and the
+# layers of these extras of torch-openreg, installed from the wheelhouse
+# ("all" is the extra naming every layer). CI runs each in an environment of
+# its own but "runtime"; "all", the full suite, runs in .venv, which holds
+# every package.
+COMBINATIONS = {
+    "runtime": None,  # openreg-runtime alone, without torch
+    "core": (),
+    "amp": ("amp",),
+    "onnx": ("onnx",),
+    "all": ("all",),
+}
+CI_COMBINATIONS = [name for name in COMBINATIONS if name not in ("runtime", "all")]
+# LITERALINCLUDE END: COMBINATIONS
+
+# The .venv gets every pinned group of pyproject.toml but hatch's own.
+VENV_GROUPS = ("torch", "test", "build", "lint", "docs", "onnx", "models")
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 # The guide as a site: warnings (a stale quote, a snippet that fails) are errors,
@@ -55,14 +100,34 @@ def package_files(package: Path) -> list[Path]:
     return files
 
 
-def up_to_date(name: str, digest: str) -> bool:
-    stamp = STAMPS / name
+def up_to_date(stamps: Path, name: str, digest: str) -> bool:
+    stamp = stamps / name
     return stamp.exists() and stamp.read_text() == digest
 
 
-def mark_done(name: str, digest: str) -> None:
-    STAMPS.mkdir(exist_ok=True)
-    (STAMPS / name).write_text(digest)
+def mark_done(stamps: Path, name: str, digest: str) -> None:
+    stamps.mkdir(exist_ok=True)
+    (stamps / name).write_text(digest)
+
+
+def dependency_groups() -> dict[str, list[str]]:
+    """The root pyproject.toml's dependency groups: every third-party pin."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+
+
+def pins(groups: tuple[str, ...]) -> list[str]:
+    declared = dependency_groups()
+    return sorted({pin for group in groups for pin in declared[group]})
+
+
+def install_pins(environment: Path, groups: tuple[str, ...]) -> None:
+    """Installs the groups' pins into a virtual environment, when they changed."""
+    requirements = pins(groups)
+    digest = hashlib.sha256(json.dumps(requirements).encode()).hexdigest()
+    stamps = environment / "openreg-stamps"
+    if not up_to_date(stamps, "requirements", digest):
+        run(environment / "bin" / "python", "-m", "pip", "install", "--quiet", *requirements)
+        mark_done(stamps, "requirements", digest)
 
 
 def build_environment() -> dict:
@@ -76,63 +141,189 @@ def build_environment() -> dict:
     return env
 
 
+def wheel_of(name: str) -> list[Path]:
+    return sorted(WHEELHOUSE.glob(name.replace("-", "_") + "-*.whl"))
+
+
+# LITERALINCLUDE START: BUILD_WHEEL
+def build_wheel(name: str) -> Path:
+    """Builds packages/<name> into the wheelhouse with .venv's torch and
+    build tools (no isolated build fetching a torch of its own), and installs
+    it into .venv, where the packages after it compile against it."""
+    for stale in wheel_of(name):
+        stale.unlink()
+    run(PYTHON, "-m", "pip", "wheel", "--quiet", "--no-build-isolation", "--no-deps",
+        "--wheel-dir", WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
+    (wheel,) = wheel_of(name)
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", wheel)
+    return wheel
+# LITERALINCLUDE END: BUILD_WHEEL
+
+
 def setup() -> None:
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"OpenReg targets Python 3.11; run this with python3.11, not {sys.version}")
     if not PYTHON.exists():
         run(sys.executable, "-m", "venv", VENV)
-    requirements = fingerprint([REQUIREMENTS])
-    if not up_to_date("requirements", requirements):
-        run(PYTHON, "-m", "pip", "install", "--quiet", "-r", REQUIREMENTS)
-        mark_done("requirements", requirements)
+    install_pins(VENV, VENV_GROUPS)
+    stamps = VENV / "openreg-stamps"
     built_against: list[Path] = []  # a package compiles against the headers of those before it
-    for name in PACKAGES:
-        package = ROOT / "packages" / name
-        built_against += package_files(package)
+    for package in PACKAGES:
+        built_against += package_files(ROOT / "packages" / package.name)
         digest = fingerprint(built_against)
-        if up_to_date(name, digest):
-            print(f"{name}: up to date", flush=True)
+        if up_to_date(stamps, package.name, digest) and wheel_of(package.name):
+            print(f"{package.name}: up to date", flush=True)
             continue
-        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps",
-            package, env=build_environment())
-        mark_done(name, digest)
+        build_wheel(package.name)
+        mark_done(stamps, package.name, digest)
 
+
+# ------------------------------------------------------------ combinations
+
+
+def combination_packages(name: str) -> list[str]:
+    """The OpenReg distributions combination `name` holds, exactly."""
+    extras = COMBINATIONS[name]
+    if extras is None:
+        return ["openreg-runtime"]
+    return [p.name for p in PACKAGES if p.extra is None or p.extra in extras or "all" in extras]
+
+
+def combination_groups(name: str) -> tuple[str, ...]:
+    """The pinned groups a combination's environment needs: the test tools,
+    torch, and the third-party dependencies of its layers (a group named
+    after the extra), so the layers themselves install with --no-index."""
+    if COMBINATIONS[name] is None:
+        return ("test",)
+    extras = [p.extra for p in PACKAGES if p.name in combination_packages(name) and p.extra]
+    return ("torch", "test", *[extra for extra in extras if extra in dependency_groups()])
+
+
+# LITERALINCLUDE START: INSTALL_COMBINATION
+def install_combination(python: Path, name: str) -> None:
+    """Makes python's environment hold exactly combination `name`'s OpenReg
+    packages, installed from the wheelhouse the way a user would:
+    `pip install --no-index --find-links build/wheelhouse "torch-openreg[amp]"`.
+    Its third-party pins (torch among them) are already installed, so pip
+    reaches no registry and never replaces torch."""
+    extras = COMBINATIONS[name]
+    requirement = ("openreg-runtime" if extras is None
+                   else "torch-openreg" + (f"[{','.join(extras)}]" if extras else ""))
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, requirement)
+    check_installed(python, combination_packages(name))
+# LITERALINCLUDE END: INSTALL_COMBINATION
+
+
+def check_installed(python: Path, expected: list[str]) -> None:
+    names = [p.name for p in PACKAGES]
+    listing = subprocess.run(
+        [python, "-c", "import json, sys, importlib.metadata as m\n"
+                       "print(json.dumps(sorted({d.metadata['Name'] for d in m.distributions()} & set(sys.argv[1:]))))",
+         *names], capture_output=True, text=True, check=True)
+    installed = json.loads(listing.stdout)
+    if installed != sorted(expected):
+        sys.exit(f"the combination installed {installed}, expected exactly {sorted(expected)}: "
+                 "check torch-openreg's extras in packages/torch-openreg/pyproject.toml")
+
+
+def combination_tests(name: str) -> list[list[str | Path]]:
+    """What proves a combination, as pytest arguments: "all" runs every test;
+    a smaller one runs its layers' own tests (the core alone: its packaging
+    tests), then the cross-package tests of tests/ (those needing a package
+    outside the combination skip)."""
+    if name == "all":
+        return [[]]  # pyproject.toml's testpaths
+    if COMBINATIONS[name] is None:
+        return [[ROOT / "packages" / "openreg-runtime" / "tests"]]
+    layers = [p.name for p in PACKAGES if p.extra and p.name in combination_packages(name)]
+    own = ([ROOT / "packages" / layer / "tests" for layer in layers]
+           or [TORCH_OPENREG_TESTS / "test_package.py", TORCH_OPENREG_TESTS / "test_layer_versions.py"])
+    return [own, [ROOT / "tests", "-m", "needs_packages"]]
+
+
+def combination_environment(name: str) -> dict:
+    # tests/conftest.py fails a cross-package test whose packages belong to
+    # the combination but are missing, and skips it only when they do not.
+    return dict(os.environ, OPENREG_COMBINATION_PACKAGES=",".join(combination_packages(name)))
+
+
+def test_combination(python: Path, name: str, args: list[str]) -> None:
+    install_combination(python, name)
+    for tests in combination_tests(name):
+        run(python, "-m", "pytest", "-q", *tests, *args, env=combination_environment(name))
+
+
+def ci_combination(name: str) -> None:
+    """One fresh virtual environment per combination under build/combinations."""
+    environment = COMBINATION_ENVS / name
+    if not (environment / "bin" / "python").exists():
+        run(sys.executable, "-m", "venv", environment)
+    install_pins(environment, combination_groups(name))
+    test_combination(environment / "bin" / "python", name, [])
+
+
+def combination_command(args: list[str]) -> None:
+    """`tools/dev.py combination NAME [ARGS]`, run by hatch's environments."""
+    if not args or args[0] not in COMBINATIONS:
+        sys.exit(f"tools/dev.py combination NAME: NAME is one of {', '.join(COMBINATIONS)}")
+    here = Path(sys.prefix)
+    if here == Path(sys.base_prefix) or here == VENV:
+        sys.exit("tools/dev.py combination replaces the OpenReg packages of the environment it runs in: "
+                 "run it inside a combination's own environment (hatch run core:test)")
+    setup()
+    install_pins(here, combination_groups(args[0]))
+    try:
+        test_combination(here / "bin" / "python", args[0], args[1:])
+    except subprocess.CalledProcessError as failure:
+        sys.exit(failure.returncode)
+
+
+# ------------------------------------------------------------------- steps
 
 # The operator tests that also run with the speed layers off
 # (OPENREG_FAST_PATHS=0): the plain reference path must pass them alone.
-TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
     "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py",
 )]
-PLAIN_PATH = dict(os.environ, OPENREG_FAST_PATHS="0")
+# .venv holds every package: the "all" combination.
+ALL = combination_environment("all")
+PLAIN_PATH = dict(ALL, OPENREG_FAST_PATHS="0")
+
+
+def step(command_line: list, env: dict | None = None):
+    return lambda: run(*command_line, env=env)
 
 
 def main() -> None:
     command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "combination":
+        return combination_command(args)
     steps = {
         "setup": [],
-        "demo": [[PYTHON, "tools/demo.py", *args]],
-        "docs": [[*BUILD_DOCS, *args]],
-        "pytest": [[PYTHON, "-m", "pytest", *args]],
-        # Everything CI checks. pytest runs last, so its summary closes the output.
+        "wheels": [lambda: print("\n".join(str(wheel) for wheel in sorted(WHEELHOUSE.glob("*.whl"))))],
+        "demo": [step([PYTHON, "tools/demo.py", *args])],
+        "docs": [step([*BUILD_DOCS, *args])],
+        "pytest": [step([PYTHON, "-m", "pytest", *args], ALL)],
+        # Everything CI checks. pytest over every package runs last, so its summary closes the output.
         "test": [
-            [PYTHON, "tools/docs_check.py"],
-            BUILD_DOCS,
-            [PYTHON, "-m", "ruff", "check", "."],
-            [PYTHON, "tools/sanitize.py"],
-            ([PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS], PLAIN_PATH),
-            [PYTHON, "-m", "pytest", *args],
+            step([PYTHON, "tools/docs_check.py"]),
+            step(BUILD_DOCS),
+            step([PYTHON, "-m", "ruff", "check", "."]),
+            step([PYTHON, "tools/sanitize.py"]),
+            *[lambda name=name: ci_combination(name) for name in CI_COMBINATIONS],
+            step([PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS], PLAIN_PATH),
+            step([PYTHON, "-m", "pytest", *args], ALL),
         ],
     }
     if command not in steps:
         sys.exit(__doc__)
     setup()
-    for step in steps[command]:
-        command_line, env = step if isinstance(step, tuple) else (step, None)
+    for action in steps[command]:
         try:
-            run(*command_line, env=env)
+            action()
         except subprocess.CalledProcessError as failure:
             sys.exit(failure.returncode)
 

@@ -39,9 +39,9 @@ def test_listed_as_a_loaded_extension():
 
 def test_installed_by_the_amp_extra_and_pinned_to_torch_openreg():
     extras = requires("torch-openreg")
-    assert 'openreg-amp==0.1.*; extra == "amp"' in extras
-    assert 'openreg-amp==0.1.*; extra == "all"' in extras
-    assert "torch-openreg==0.1.*" in requires("openreg-amp")
+    assert f'openreg-amp=={version("openreg-amp")}; extra == "amp"' in extras
+    assert f'openreg-amp=={version("openreg-amp")}; extra == "all"' in extras
+    assert f"torch-openreg=={version('torch-openreg')}" in requires("openreg-amp")
     from openreg_amp import _build_info
     assert _build_info.TORCH_OPENREG_VERSION == version("torch-openreg")
     assert _build_info.TORCH_VERSION == torch.__version__
