@@ -26,7 +26,7 @@ PYTHON = VENV / "bin" / "python"
 STAMPS = VENV / "openreg-stamps"
 REQUIREMENTS = ROOT / "tools" / "requirements-dev.txt"
 # Build order follows the dependency direction: runtime <- torch-openreg <- layers.
-PACKAGES = ["openreg-runtime", "torch-openreg", "openreg-amp", "openreg-onnx"]
+PACKAGES = ["openreg-runtime", "torch-openreg", "openreg-amp", "openreg-distributed", "openreg-onnx"]
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 # The guide as a site: warnings (a stale quote, a snippet that fails) are errors,

@@ -1,0 +1,76 @@
+// Work.cpp - OcclWork (Work.h): every answer comes from the collective's end
+// event on the comm stream, so a Work needs no thread of its own.
+#include "Work.h"
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace occl {
+
+void GroupFailure::record(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (message_.empty()) message_ = message;
+}
+
+void GroupFailure::check() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(message_.empty(), message_);
+}
+
+bool GroupFailure::failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !message_.empty();
+}
+
+OcclWork::OcclWork(int rank, c10d::OpType type, uint64_t seq, c10::Device device, std::unique_ptr<c10::Event> end,
+                   std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
+                   std::shared_ptr<GroupFailure> failure, std::shared_ptr<std::atomic<int>> source, bool blocksHost)
+    : c10d::Work(rank, type),
+      seq_(seq),
+      device_(device),
+      end_(std::move(end)),
+      outputs_(std::move(outputs)),
+      future_(std::move(future)),
+      failure_(std::move(failure)),
+      source_(std::move(source)),
+      blocksHost_(blocksHost) {}
+
+bool OcclWork::isCompleted() {
+  try {
+    return end_->query();
+  } catch (const c10::Error&) {
+    return true;  // the device reports the collective's failure
+  }
+}
+
+bool OcclWork::isSuccess() const { return !failure_->failed(); }
+
+// LITERALINCLUDE START: OCCL_WORK_WAIT
+bool OcclWork::wait(std::chrono::milliseconds timeout) {
+  failure_->check();
+  blockCurrentStream();
+  if (blocksHost_) synchronize();
+  return true;
+}
+
+void OcclWork::blockCurrentStream() {
+  c10::impl::VirtualGuardImpl guard(device_.type());
+  end_->block(guard.getStream(device_));
+}
+
+void OcclWork::synchronize() {
+  end_->synchronize();  // raises the device's sticky error if the collective failed
+  failure_->check();
+}
+// LITERALINCLUDE END: OCCL_WORK_WAIT
+
+std::vector<at::Tensor> OcclWork::result() { return outputs_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> OcclWork::getFuture() { return future_; }
+
+int OcclWork::sourceRank() const {
+  end_->synchronize();
+  failure_->check();
+  return source_->load();
+}
+
+}  // namespace occl
