@@ -1,29 +1,16 @@
 """Every collective of occl, reduce op and dtype against the same collective
 through gloo on CPU copies, on 2 and 4 ranks, over both transports. One
-pool of 4 rank processes serves the whole module: each rank makes four
-occl groups (IPC and gloo transports, 2 and 4 ranks) once."""
+pool of 4 rank processes (conftest.py's ranks) serves them all: each rank
+made four occl groups (IPC and gloo transports, 2 and 4 ranks) once."""
 
 from __future__ import annotations
 
 import occl_checks as checks
 import pytest
-from occl_workers import Workers
 
 GROUPS = [("ipc", 2), ("ipc", 4), ("gloo", 2), ("gloo", 4)]
 IDS = [f"{transport}-{size}ranks" for transport, size in GROUPS]
 ALL_DTYPES = list(checks.DTYPES)
-
-
-@pytest.fixture(scope="module")
-def ranks():
-    workers = Workers(4)
-    try:
-        chosen = workers.run(checks.make_groups)
-        # The transport each group chose is the one it was asked for.
-        assert chosen[0] == {"ipc2": "ipc", "ipc4": "ipc", "gloo2": "gloo", "gloo4": "gloo"}
-        yield workers
-    finally:
-        workers.close()
 
 
 def _ran(results, size):
