@@ -34,7 +34,7 @@ def check_host_returns_and_wait_orders_the_stream(rank, world, key):
         _handshake(group)
         work.synchronize()
         assert work.is_completed() and work.is_success()
-        assert torch.equal(doubled.cpu(), torch.full((1000,), 6.0)), "the current stream did not wait for the collective"
+        assert torch.equal(doubled.cpu(), torch.full((1000,), 6.0)), "the current stream did not wait"
         return pending, still_pending
     _handshake(group)
     dist.all_reduce(t, group=group)
