@@ -1,0 +1,43 @@
+"""Failures never hang: a rank with mismatched shapes, a rank that never
+calls the collective and a rank killed during it each fail the others
+within the group's timeout, naming the collective, its sequence number,
+the group and the ranks that did not join. One pool of 2 ranks with 4
+devices each; every scenario has its own group and device."""
+
+from __future__ import annotations
+
+import occl_fault_checks as checks
+import pytest
+from occl_workers import Workers
+
+
+@pytest.fixture(scope="module")
+def pair():
+    workers = Workers(2, env={"OPENREG_DEVICE_COUNT": "4"})
+    try:
+        assert workers.run(checks.make_fault_groups) == [True, True]
+        yield workers
+    finally:
+        workers.close(timeout_s=10)
+
+
+def test_mismatched_shapes_are_reported_on_every_rank(pair):
+    for rank, (seen, again) in enumerate(pair.run(checks.mismatched_shapes)):
+        assert "allreduce #0 in group" in seen, seen
+        assert "ranks disagree" in seen and "Float[4]" in seen and "Float[5]" in seen, seen
+        # The group refuses further collectives with the same reason.
+        assert "ranks disagree" in again, again
+
+
+@pytest.mark.parametrize("name,device", [("absent-ipc", 1), ("absent-gloo", 2)], ids=["ipc", "gloo"])
+def test_a_rank_that_never_joins_fails_the_others(pair, name, device):
+    seen, skipped = pair.run(checks.absent_rank, name, device)
+    assert skipped == "skipped"
+    assert "allreduce #0 in group" in seen and "did not complete within 3000 ms" in seen, seen
+    assert "rank(s) that did not join: 1" in seen, seen
+
+
+def test_a_killed_rank_fails_the_others(pair):
+    pair.send_only(1, checks.killed_rank)
+    (seen,) = pair.run(checks.killed_rank, ranks=[0])
+    assert "allreduce #0 in group" in seen and "rank(s) that did not join: 1" in seen, seen
