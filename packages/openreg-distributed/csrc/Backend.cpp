@@ -115,6 +115,12 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
 }
 // LITERALINCLUDE END: OCCL_LAUNCH
 
+c10::intrusive_ptr<c10d::Backend::Options> OcclBackend::getBackendOptions() {
+  auto options = c10::make_intrusive<Options>("occl", timeout_);
+  options->group_name = group_;
+  return options;
+}
+
 void OcclBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "occl: startCoalescing called twice without endCoalescing");
   coalescing_ = true;
@@ -146,8 +152,7 @@ c10::intrusive_ptr<c10d::Backend> OcclBackend::split(const c10::intrusive_ptr<c1
   auto position = std::find(ranks.begin(), ranks.end(), getRank());
   if (position == ranks.end()) return nullptr;  // this rank is in no part of the split
   int rank = static_cast<int>(position - ranks.begin());
-  std::string group = options && !options->group_name.empty() ? options->group_name
-                                                                : group_ + ":split" + std::to_string(splits_);
+  std::string group = group_ + ":split" + std::to_string(splits_);
   ++splits_;
   auto child = c10::make_intrusive<OcclBackend>(store, rank, static_cast<int>(ranks.size()),
                                                 options ? options->timeout : timeout_, group, makeTransport_);

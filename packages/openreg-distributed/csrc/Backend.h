@@ -36,6 +36,13 @@ class OcclBackend final : public c10d::Backend {
   bool supportsCoalescing() const override { return true; }
   bool supportsSplitting() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // Sequence numbers of collectives: every rank's counter starts at 0 when
+  // the group is made and counts the same collectives, so the ranks agree
+  // without exchanging anything (gloo's and NCCL's agree through the store).
+  void setSequenceNumberForGroup() override { TORCH_CHECK(seq_ == 0, "occl: the group has already run collectives"); }
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  // What split_group copies into its children: the backend name and timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,

@@ -55,6 +55,10 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_seconds"), py::arg("group"),
            py::arg("make_gloo") = py::none())
+      // split_group deep-copies a backend's Python `options`; c10d's base
+      // Options cannot be copied that way, and None makes the split take
+      // them from getBackendOptions() instead.
+      .def_property_readonly("options", [](const occl::OcclBackend&) { return py::none(); })
       .def_property_readonly("transport", &occl::OcclBackend::transportName,
                              "\"ipc\" (device memory shared on one host) or \"gloo\" (pinned host staging)");
 }

@@ -302,3 +302,27 @@ def check_coalesced(rank, world, key):
     # barrier
     dist.barrier(group=group)
     return True
+
+
+def check_split(rank, world, key):
+    """split_group of a 4-rank group into two pairs: each pair reduces on
+    its own, through the parent's transport."""
+    parent = _group(key)
+    # split_group wants the world bound to a device, as init_process_group(
+    # device_id=...) does; the pool's world is made without one, so that
+    # new_group makes fresh groups (with the transport asked for) rather
+    # than splits of the world; it is unbound again at once.
+    world_group = dist.distributed_c10d._get_default_group()
+    world_group.bound_device_id = torch.device("openreg", torch.openreg.current_device())
+    try:
+        pair = dist.split_group(parent, [[0, 1], [2, 3]])
+    finally:
+        world_group.bound_device_id = None
+    backend = pair._get_backend(torch.device("openreg"))
+    t = torch.full((6,), float(rank), device="openreg")
+    dist.all_reduce(t, group=pair)
+    partner = rank ^ 1
+    assert torch.equal(t.cpu(), torch.full((6,), float(rank + partner))), t.cpu()
+    transport = backend.transport
+    dist.destroy_process_group(pair)
+    return transport

@@ -54,3 +54,8 @@ def test_point_to_point(ranks, group):
 @pytest.mark.parametrize("group", GROUPS, ids=IDS)
 def test_coalesced_and_barrier(ranks, group):
     assert _ran(ranks.run(checks.check_coalesced, group), group[1]) is True
+
+
+@pytest.mark.parametrize("transport", ["ipc", "gloo"])
+def test_split_group(ranks, transport):
+    assert ranks.run(checks.check_split, (transport, 4)) == [transport] * 4
