@@ -52,29 +52,24 @@ void checkReduceOp(const c10d::ReduceOp& op, c10::ScalarType dtype, const char* 
 
 namespace {
 
-void combine(const at::Tensor& acc, const at::Tensor& next, const c10d::ReduceOp& op) {
+// out = a op b, elementwise (out may be a or b).
+void combine(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const c10d::ReduceOp& op) {
+  at::Tensor& result = const_cast<at::Tensor&>(out);
+  bool isBool = out.scalar_type() == at::kBool;
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::AVG:
     case c10d::ReduceOp::PREMUL_SUM:
-      if (acc.scalar_type() == at::kBool) {
-        acc.logical_or_(next);
-      } else {
-        acc.add_(next);
-      }
+      isBool ? at::logical_or_out(result, a, b) : at::add_out(result, a, b);
       return;
     case c10d::ReduceOp::PRODUCT:
-      if (acc.scalar_type() == at::kBool) {
-        acc.logical_and_(next);
-      } else {
-        acc.mul_(next);
-      }
+      isBool ? at::logical_and_out(result, a, b) : at::mul_out(result, a, b);
       return;
-    case c10d::ReduceOp::MIN: at::minimum_out(const_cast<at::Tensor&>(acc), acc, next); return;
-    case c10d::ReduceOp::MAX: at::maximum_out(const_cast<at::Tensor&>(acc), acc, next); return;
-    case c10d::ReduceOp::BAND: acc.bitwise_and_(next); return;
-    case c10d::ReduceOp::BOR: acc.bitwise_or_(next); return;
-    case c10d::ReduceOp::BXOR: acc.bitwise_xor_(next); return;
+    case c10d::ReduceOp::MIN: at::minimum_out(result, a, b); return;
+    case c10d::ReduceOp::MAX: at::maximum_out(result, a, b); return;
+    case c10d::ReduceOp::BAND: at::bitwise_and_out(result, a, b); return;
+    case c10d::ReduceOp::BOR: at::bitwise_or_out(result, a, b); return;
+    case c10d::ReduceOp::BXOR: at::bitwise_xor_out(result, a, b); return;
     default: TORCH_CHECK(false, "occl: unsupported ReduceOp ", reduceOpName(op));
   }
 }
@@ -84,9 +79,13 @@ void combine(const at::Tensor& acc, const at::Tensor& next, const c10d::ReduceOp
 // LITERALINCLUDE START: OCCL_REDUCE
 void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& parts, const c10d::ReduceOp& op,
                 const at::Tensor& factor) {
-  // parts[0] may be out itself (an in-place allreduce reads its own input).
-  if (!parts[0].is_same(out)) out.copy_(parts[0]);
-  for (size_t r = 1; r < parts.size(); ++r) combine(out, parts[r], op);
+  // One pass over the first two parts, then one more per further part.
+  if (parts.size() == 1) {
+    out.copy_(parts[0]);
+  } else {
+    combine(out, parts[0], parts[1], op);
+  }
+  for (size_t r = 2; r < parts.size(); ++r) combine(out, out, parts[r], op);
   if (op.op_ == c10d::ReduceOp::AVG) out.div_(static_cast<int64_t>(parts.size()));
   if (op.op_ == c10d::ReduceOp::PREMUL_SUM) out.mul_(factor);
 }

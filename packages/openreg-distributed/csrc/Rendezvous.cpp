@@ -71,7 +71,7 @@ std::vector<std::string> Rendezvous::meet(const CollectiveName& name, const std:
   std::vector<std::vector<uint8_t>> records;
   try {
     store_->set(keys[rank_], bytesOf(record));
-    store_->wait(keys, timeout);
+    store_->setTimeout(timeout);  // multiGet waits for every key, up to the store's timeout
     records = store_->multiGet(keys);
   } catch (const std::exception& e) {
     throw CollectiveError("occl: " + name.str() + " did not complete within " + std::to_string(timeout.count()) +
