@@ -106,6 +106,10 @@ PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
     "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py",
 )]
+# openreg-distributed's collectives and training, on the plain path too.
+PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name for name in (
+    "test_collectives.py", "test_training.py",
+)]
 PLAIN_PATH = dict(os.environ, OPENREG_FAST_PATHS="0")
 
 

@@ -4,6 +4,8 @@
 #include "Backend.h"
 
 #include <ATen/core/ivalue.h>
+
+#include <algorithm>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -170,7 +172,10 @@ void OcclBackend::shutdown() {
       // A failed collective left the device's sticky error; it was reported.
     }
   }
-  transport_->shutdown();
+  // A failed group skips the final meeting: its peers are gone or out of step.
+  auto wait = failure_->failed() ? std::chrono::milliseconds(0)
+                                 : std::min(timeout_, std::chrono::milliseconds(kLongestDestroyWaitMs));
+  transport_->shutdown(CollectiveName{"destroy", seq_, group_}, wait);
 }
 
 }  // namespace occl

@@ -48,7 +48,10 @@ class OcclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& options) override;
   // Waits for the comm stream, then releases the transport's device memory.
+  // Waits at most kLongestDestroyWaitMs for the peers to finish with this
+  // rank's shared memory (they destroy the group too).
   void shutdown() override;
+  static constexpr int64_t kLongestDestroyWaitMs = 10000;
   void abort() override { shutdown(); }
 
   // The collectives of c10d::Backend (Collectives.cpp).

@@ -119,6 +119,8 @@ int GlooTransport::recv(const CollectiveName& name, const at::Tensor& into, int 
   return from;
 }
 
-void GlooTransport::shutdown() { finishSends(true); }
+// Nothing of this process is read by peers in place: only the sends in
+// flight must finish (each bounded by gloo's timeout).
+void GlooTransport::shutdown(const CollectiveName& last, std::chrono::milliseconds wait) { finishSends(true); }
 
 }  // namespace occl

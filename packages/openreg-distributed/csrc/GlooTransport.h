@@ -30,7 +30,7 @@ class GlooTransport final : public Transport {
             std::chrono::milliseconds timeout) override;
   int recv(const CollectiveName& name, const at::Tensor& into, int src, int tag,
            std::chrono::milliseconds timeout) override;
-  void shutdown() override;
+  void shutdown(const CollectiveName& last, std::chrono::milliseconds wait) override;
 
  private:
   at::Tensor staging(int64_t bytes) const;

@@ -87,7 +87,7 @@ IpcTransport::IpcTransport(const c10::intrusive_ptr<c10d::Store>& store, int ran
       kernelSide_(store->clone(), rank, size, "occl/ipc"),
       hostSide_(store->clone(), rank, size, "occl/ipc") {}
 
-IpcTransport::~IpcTransport() { shutdown(); }
+IpcTransport::~IpcTransport() { shutdown({"destroy", 0, ""}, std::chrono::milliseconds(0)); }
 
 SharedBuffer IpcTransport::allocate(int64_t bytes) {
   if (device_ < 0) openreg::check(orGetDevice(&device_));
@@ -220,9 +220,20 @@ int IpcTransport::recv(const CollectiveName& name, const at::Tensor& into, int s
   return from;
 }
 
-void IpcTransport::shutdown() {
+void IpcTransport::shutdown(const CollectiveName& last, std::chrono::milliseconds wait) {
   if (shutDown_) return;
   shutDown_ = true;
+  // A peer may still be reading this rank's mailbox or send slots for the
+  // last collective (it finishes after us): meet once more before freeing.
+  // Bounded: a peer that never comes costs `wait`, then we free anyway (a
+  // peer that already opened the memory keeps it alive: see orFree).
+  bool exported = mailbox_.device != nullptr || !channels_.empty();
+  if (exported && wait.count() > 0) {
+    try {
+      hostSide_.meet(last, "destroy", wait);
+    } catch (const std::exception&) {
+    }
+  }
   // Errors are ignored: a device left with a sticky error (a failed
   // collective) refuses these calls, and the process is exiting the group.
   for (auto& [handle, device] : opened_) (void)orIpcCloseMemHandle(device);

@@ -42,7 +42,7 @@ class IpcTransport final : public Transport {
             std::chrono::milliseconds timeout) override;
   int recv(const CollectiveName& name, const at::Tensor& into, int src, int tag,
            std::chrono::milliseconds timeout) override;
-  void shutdown() override;
+  void shutdown(const CollectiveName& last, std::chrono::milliseconds wait) override;
 
  private:
   // A send slot: a buffer and the message number last written into it.

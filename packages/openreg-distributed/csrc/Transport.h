@@ -74,7 +74,10 @@ class Transport {
   virtual int recv(const CollectiveName& name, const at::Tensor& into, int src, int tag,
                    std::chrono::milliseconds timeout) = 0;
   // Called on the host once the comm stream is idle: release everything.
-  virtual void shutdown() = 0;
+  // `last` names a final meeting the transport may hold first, waiting at
+  // most `wait`, so that no peer still reads what it frees (zero: do not
+  // wait, the group failed).
+  virtual void shutdown(const CollectiveName& last, std::chrono::milliseconds wait) = 0;
 };
 
 }  // namespace occl
