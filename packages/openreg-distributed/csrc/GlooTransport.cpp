@@ -28,7 +28,7 @@ void runGloo(const CollectiveName& name, F&& call) {
 
 GlooTransport::GlooTransport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                              c10::intrusive_ptr<c10d::Backend> gloo)
-    : rank_(rank), size_(size), rendezvous_(store->clone(), rank, size, "occl/gloo"), gloo_(std::move(gloo)) {}
+    : size_(size), rendezvous_(store->clone(), rank, size, "occl/gloo"), gloo_(std::move(gloo)) {}
 
 at::Tensor GlooTransport::staging(int64_t bytes) const {
   return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));

@@ -36,7 +36,6 @@ class GlooTransport final : public Transport {
   at::Tensor staging(int64_t bytes) const;
   void finishSends(bool all);
 
-  int rank_;
   int size_;
   Rendezvous rendezvous_;
   c10::intrusive_ptr<c10d::Backend> gloo_;

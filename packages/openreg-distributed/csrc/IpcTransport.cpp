@@ -90,7 +90,6 @@ IpcTransport::IpcTransport(const c10::intrusive_ptr<c10d::Store>& store, int ran
 IpcTransport::~IpcTransport() { shutdown({"destroy", 0, ""}, std::chrono::milliseconds(0)); }
 
 SharedBuffer IpcTransport::allocate(int64_t bytes) {
-  if (device_ < 0) openreg::check(orGetDevice(&device_));
   SharedBuffer buffer;
   buffer.bytes = bytes;
   openreg::check(orMalloc(&buffer.device, static_cast<size_t>(bytes)));

@@ -56,13 +56,12 @@ class IpcTransport final : public Transport {
     int64_t nextMessage = 0;
   };
 
-  SharedBuffer allocate(int64_t bytes);
+  SharedBuffer allocate(int64_t bytes);  // on the current device (the group's)
   at::Tensor peerBytes(const std::string& handle, int64_t offset, int64_t bytes);
   std::string channelKey(int src, int dst, int tag, int64_t message) const;
 
   int rank_;
   int size_;
-  int device_ = -1;                   // of the buffers: the first reserve's current device
   Rendezvous kernelSide_;             // used by the comm stream only
   Rendezvous hostSide_;               // used by the host thread only
   std::mutex mutex_;                  // guards mailbox_ and channels_ between host and kernel
