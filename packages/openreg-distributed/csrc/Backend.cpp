@@ -15,6 +15,17 @@
 
 namespace occl {
 
+namespace {
+
+// A failure as the group reports it: the collective and, for errors thrown
+// below the collectives (a transport call), that they happened inside it.
+std::string namedFailure(const CollectiveName& name, const std::string& message) {
+  if (message.find(name.str()) != std::string::npos) return message;
+  return "occl: " + name.str() + " failed: " + message;
+}
+
+}  // namespace
+
 OcclBackend::OcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string group, TransportFactory makeTransport)
     : c10d::Backend(rank, size),
@@ -74,6 +85,7 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
 // future is completed the same way, stream-ordered.
 // LITERALINCLUDE START: OCCL_LAUNCH
 c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
+  std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(!shutDown_, "occl: ", collective.op, " on a group that was destroyed");
   failure_->check();
   c10::Device device = bindDevice(collective);
@@ -83,7 +95,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   } else {
     transport_->reserve(collective.contributionBytes);
   }
-  uint64_t seq = collective.pointToPoint ? messages_++ : seq_++;
+  // Committed only once the kernel is queued: a launch that throws leaves
+  // the counters where every rank still agrees on them.
+  uint64_t& counter = collective.pointToPoint ? messages_ : seq_;
+  uint64_t seq = counter;
   c10::impl::VirtualGuardImpl guard(device.type());
   c10::Event ready(device.type());
   ready.record(guard.getStream(device));
@@ -98,12 +113,16 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
                timeout = collective.timeout](std::vector<at::Tensor>& views) {
     try {
       run(*transport, name, views, timeout);
-    } catch (const std::exception& e) {
-      failure->record(e.what());
+    } catch (const c10::Error& e) {
+      failure->record(namedFailure(name, e.what_without_backtrace()));
       throw;  // fails the kernel: the device reports it at its next synchronisation
+    } catch (const std::exception& e) {
+      failure->record(namedFailure(name, e.what()));
+      throw;
     }
   };
   torch_openreg::launchKernel(collective.op, launched, std::move(body));
+  ++counter;
   for (const at::Tensor& t : launched) guard.recordDataPtrOnStream(t.storage().data_ptr(), *comm_);
 
   auto end = std::make_unique<c10::Event>(device.type());
@@ -124,6 +143,7 @@ c10::intrusive_ptr<c10d::Backend::Options> OcclBackend::getBackendOptions() {
 }
 
 void OcclBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(!coalescing_, "occl: startCoalescing called twice without endCoalescing");
   coalescing_ = true;
   coalescedOutputs_.clear();
@@ -132,6 +152,7 @@ void OcclBackend::startCoalescing() {
 // The collectives queued since startCoalescing already run in order on the
 // comm stream; the coalesced work ends when the last of them does.
 c10::intrusive_ptr<c10d::Work> OcclBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(coalescing_, "occl: endCoalescing called without startCoalescing");
   coalescing_ = false;
   TORCH_CHECK(device_, "occl: endCoalescing with no collective queued on this group");
@@ -162,6 +183,7 @@ c10::intrusive_ptr<c10d::Backend> OcclBackend::split(const c10::intrusive_ptr<c1
 }
 
 void OcclBackend::shutdown() {
+  std::lock_guard<std::mutex> lock(mutex_);
   if (shutDown_) return;
   shutDown_ = true;
   c10::OptionalDeviceGuard deviceGuard(device_);

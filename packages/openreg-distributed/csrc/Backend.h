@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,10 @@ class OcclBackend final : public c10d::Backend {
   // the group is made and counts the same collectives, so the ranks agree
   // without exchanging anything (gloo's and NCCL's agree through the store).
   void setSequenceNumberForGroup() override { TORCH_CHECK(seq_ == 0, "occl: the group has already run collectives"); }
-  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  uint64_t getSequenceNumberForGroup() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seq_;
+  }
   // What split_group copies into its children: the backend name and timeout.
   c10::intrusive_ptr<Options> getBackendOptions() override;
   void startCoalescing() override;
@@ -121,6 +125,10 @@ class OcclBackend final : public c10d::Backend {
   c10::Device bindDevice(const Collective& collective);
   std::chrono::milliseconds timeoutOf(std::chrono::milliseconds requested) const;
 
+  // Several host threads may queue collectives on one group (DDP's reducer
+  // and the main thread, FSDP2's): the lazily bound device and stream, the
+  // counters and the coalescing state change only under this lock.
+  std::mutex mutex_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   std::string group_;

@@ -50,6 +50,18 @@ void checkCount(const char* op, size_t got, size_t expected, const char* what) {
   TORCH_CHECK(got == expected, "occl: ", op, " expects ", expected, " ", what, ", got ", got);
 }
 
+// Each of `tensors` (named `what`) must hold as many elements of the same
+// dtype as `like`: checked on the host, before any rank waits for the others.
+void checkEachLike(const char* op, const std::vector<at::Tensor>& tensors, const at::Tensor& like, const char* what,
+                   const char* likeWhat) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TORCH_CHECK(tensors[i].numel() == like.numel() && tensors[i].scalar_type() == like.scalar_type(), "occl: ", op,
+                " needs ", what, " of the ", likeWhat, "'s dtype and number of elements (", like.scalar_type(), ", ",
+                like.numel(), "); ", what, " ", i, " is ", tensors[i].scalar_type(), " with ", tensors[i].numel(),
+                " elements");
+  }
+}
+
 // PREMUL_SUM's factor as a host value the kernel may capture.
 at::Tensor premulFactor(const c10d::ReduceOp& op) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return at::Tensor();
@@ -217,6 +229,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::gather(std::vector<std::vector<at::T
   bool isRoot = root == getRank();
   std::vector<at::Tensor> flat = isRoot && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
   if (isRoot) checkCount("gather", flat.size(), world, "output tensors on the root (one per rank)");
+  checkEachLike("gather", flat, inputs[0], "output tensors", "input");
   Collective c{"gather", c10d::OpType::GATHER, inputs, flat};
   c.contributionBytes = packedBytes(inputs);
   c.timeout = timeoutOf(opts.timeout);
@@ -238,6 +251,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::scatter(std::vector<at::Tensor>& out
   bool isRoot = root == rank;
   std::vector<at::Tensor> sources = isRoot && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
   if (isRoot) checkCount("scatter", sources.size(), world, "input tensors on the root (one per rank)");
+  checkEachLike("scatter", sources, outputs[0], "input tensors", "output");
   Collective c{"scatter", c10d::OpType::SCATTER, sources, outputs};
   c.contributionBytes = packedBytes(sources);
   c.timeout = timeoutOf(opts.timeout);
@@ -259,6 +273,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::reduce_scatter(std::vector<at::Tenso
   int world = getSize(), rank = getRank();
   checkCount("reduce_scatter", inputs[0].size(), world, "input tensors (one per rank)");
   checkReduceOp(opts.reduceOp, outputs[0].scalar_type(), "reduce_scatter");
+  checkEachLike("reduce_scatter", inputs[0], outputs[0], "input tensors", "output");
   Collective c{"reduce_scatter", c10d::OpType::REDUCE_SCATTER, inputs[0], outputs};
   c.contributionBytes = packedBytes(inputs[0]);
   c.timeout = timeoutOf(opts.timeout);
@@ -332,7 +347,14 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall_base(at::Tensor& output, at
   TORCH_CHECK(std::accumulate(sendRows.begin(), sendRows.end(), int64_t{0}) == input.size(0) &&
                   std::accumulate(receiveRows.begin(), receiveRows.end(), int64_t{0}) == output.size(0),
               "occl: all_to_all_single split sizes must add up to dim 0 of their tensor");
-  int64_t rowElements = input.size(0) ? input.numel() / input.size(0) : 0;
+  // From the shape, not numel / rows: an input with no rows still has rows
+  // of its shape, and the output may receive some.
+  int64_t rowElements = c10::multiply_integers(input.sizes().slice(1));
+  TORCH_CHECK(c10::multiply_integers(output.sizes().slice(1)) == rowElements &&
+                  output.scalar_type() == input.scalar_type(),
+              "occl: all_to_all_single needs an output whose rows are like the input's (", input.scalar_type(), " ",
+              input.sizes().slice(1), "); got ", output.scalar_type(), " ", output.sizes().slice(1));
+  int64_t outputRows = output.size(0);
   Collective c{"all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, {output}};
   c.contributionBytes = packedBytes({input});
   c.timeout = timeoutOf(opts.timeout);
@@ -340,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall_base(at::Tensor& output, at
                                                                    " rows of " + c10::str(input.sizes().slice(1)));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     Contributions all = transport.exchange(name, {{views[0]}, signature, sendRows}, timeout);
-    at::Tensor out = views[1].reshape({-1, std::max<int64_t>(rowElements, 1)});
+    at::Tensor out = views[1].reshape({outputRows, rowElements});
     int64_t outRow = 0;
     for (int s = 0; s < world; ++s) {
       const std::vector<int64_t>& theirRows = all.extras[s];

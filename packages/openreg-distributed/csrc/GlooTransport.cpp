@@ -12,14 +12,17 @@ namespace occl {
 
 namespace {
 
-// Turns gloo's failure into occl's, naming the collective.
+// Turns gloo's failure into occl's, naming the collective and the peer(s)
+// it was exchanging with; only the first line of gloo's message (its
+// backtrace says nothing to the user).
 template <typename F>
-void runGloo(const CollectiveName& name, F&& call) {
+void runGloo(const CollectiveName& name, const std::string& peers, F&& call) {
   try {
     call();
   } catch (const std::exception& e) {
-    throw CollectiveError("occl: " + name.str() + " failed in the gloo transport: " +
-                          std::string(e.what()).substr(0, 400) +
+    std::string message = e.what();
+    throw CollectiveError("occl: " + name.str() + " failed in the gloo transport with " + peers + ": " +
+                          message.substr(0, std::min<size_t>(message.find('\n'), 400)) +
                           ". A rank that died leaves the group unusable: destroy it and restart the job.");
   }
 }
@@ -64,14 +67,15 @@ Contributions GlooTransport::exchange(const CollectiveName& name, const Contribu
     options.rootRank = contributors[0];
     options.timeout = timeout;
     std::vector<at::Tensor> tensors{local};
-    runGloo(name, [&] { gloo_->broadcast(tensors, options)->wait(); });
+    std::string root = "root rank " + std::to_string(contributors[0]);
+    runGloo(name, root, [&] { gloo_->broadcast(tensors, options)->wait(); });
     all.bytes[contributors[0]] = local;
     return all;
   }
   at::Tensor gathered = staging(largest * size_);
   c10d::AllgatherOptions options;
   options.timeout = timeout;
-  runGloo(name, [&] { gloo_->_allgather_base(gathered, local, options)->wait(); });
+  runGloo(name, "every rank", [&] { gloo_->_allgather_base(gathered, local, options)->wait(); });
   for (int r = 0; r < size_; ++r) all.bytes[r] = gathered.narrow(0, r * largest, sizes[r]);
   return all;
 }
@@ -100,7 +104,7 @@ void GlooTransport::send(const CollectiveName& name, const at::Tensor& tensor, i
   // Not waited for here: gloo completes a send only once it is received, and
   // waiting would deadlock two ranks that both send before they receive.
   c10::intrusive_ptr<c10d::Work> work;
-  runGloo(name, [&] { work = gloo_->send(tensors, dst, tag); });
+  runGloo(name, "rank " + std::to_string(dst), [&] { work = gloo_->send(tensors, dst, tag); });
   std::lock_guard<std::mutex> lock(mutex_);
   sends_.emplace_back(work, copy);
 }
@@ -110,9 +114,9 @@ int GlooTransport::recv(const CollectiveName& name, const at::Tensor& into, int 
   at::Tensor copy = staging(static_cast<int64_t>(into.nbytes()));
   std::vector<at::Tensor> tensors{copy};
   int from = src;
-  runGloo(name, [&] {
+  runGloo(name, src < 0 ? std::string("any rank") : "rank " + std::to_string(src), [&] {
     auto work = src < 0 ? gloo_->recvAnysource(tensors, tag) : gloo_->recv(tensors, src, tag);
-    if (!work->wait(timeout)) throw std::runtime_error("timed out");
+    if (!work->wait(timeout)) throw std::runtime_error("timed out after " + std::to_string(timeout.count()) + " ms");
     if (src < 0) from = work->sourceRank();
   });
   if (into.numel() > 0) into.view(-1).copy_(unpack(copy, 0, into.scalar_type(), {into.numel()}));

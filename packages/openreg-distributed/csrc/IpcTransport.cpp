@@ -132,14 +132,20 @@ void IpcTransport::reserveSend(int dst, int tag, int64_t bytes) {
   channel.reserved.emplace_back(chosen->lastMessage, chosen);
 }
 
-at::Tensor IpcTransport::peerBytes(const std::string& handle, int64_t offset, int64_t bytes) {
-  auto found = opened_.find(handle);
-  if (found == opened_.end()) {
-    void* device = nullptr;
-    openreg::check(orIpcOpenMemHandle(&device, fromHex(handle), 0));
-    found = opened_.emplace(handle, device).first;
+at::Tensor IpcTransport::peerBytes(const CollectiveName& name, int peer, const std::string& handle, int64_t offset,
+                                   int64_t bytes) {
+  try {
+    auto found = opened_.find(handle);
+    if (found == opened_.end()) {
+      void* device = nullptr;
+      openreg::check(orIpcOpenMemHandle(&device, fromHex(handle), 0));
+      found = opened_.emplace(handle, device).first;
+    }
+    return hostBytes(found->second, offset, bytes);
+  } catch (const c10::Error& e) {
+    throw CollectiveError("occl: " + name.str() + ": cannot read the shared device memory of rank " +
+                          std::to_string(peer) + ": " + e.what_without_backtrace());
   }
-  return hostBytes(found->second, offset, bytes);
 }
 
 // LITERALINCLUDE START: OCCL_IPC_EXCHANGE
@@ -165,7 +171,8 @@ Contributions IpcTransport::exchange(const CollectiveName& name, const Contribut
     if (r == rank_) {
       all.bytes.push_back(hostBytes(mailbox.device, offset, bytes));
     } else {
-      all.bytes.push_back(theirBytes ? peerBytes(fields[2], theirOffset, theirBytes) : at::empty({0}, at::kByte));
+      all.bytes.push_back(theirBytes ? peerBytes(name, r, fields[2], theirOffset, theirBytes)
+                                     : at::empty({0}, at::kByte));
     }
   }
   return all;
@@ -214,7 +221,9 @@ int IpcTransport::recv(const CollectiveName& name, const at::Tensor& into, int s
                           "; a send and its recv need the same dtype and number of elements.");
   }
   int64_t bytes = std::stoll(fields[2]);
-  if (bytes > 0) into.view(-1).copy_(unpack(peerBytes(fields[1], 0, bytes), 0, into.scalar_type(), {into.numel()}));
+  if (bytes > 0) {
+    into.view(-1).copy_(unpack(peerBytes(name, from, fields[1], 0, bytes), 0, into.scalar_type(), {into.numel()}));
+  }
   kernelSide_.post(channelKey(from, rank_, tag, received_[{from, tag}]++) + "/done", "");
   return from;
 }

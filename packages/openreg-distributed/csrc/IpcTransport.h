@@ -57,7 +57,9 @@ class IpcTransport final : public Transport {
   };
 
   SharedBuffer allocate(int64_t bytes);  // on the current device (the group's)
-  at::Tensor peerBytes(const std::string& handle, int64_t offset, int64_t bytes);
+  // Rank peer's shared memory; a failure names the collective and the peer.
+  at::Tensor peerBytes(const CollectiveName& name, int peer, const std::string& handle, int64_t offset,
+                       int64_t bytes);
   std::string channelKey(int src, int dst, int tag, int64_t message) const;
 
   int rank_;

@@ -217,6 +217,15 @@ def check_all_to_all(rank, world, key, dtypes):
         reference = torch.empty((sum(receive), 2), dtype=cpu.dtype)
         dist.all_to_all_single(reference, cpu, receive, send, group=group)
         _assert_same(out, reference, f"all_to_all_single with splits {dtype}")
+        # rank 0 sends no rows (its input has none) but receives some
+        send = [0 if rank == 0 else 1] * size
+        receive = [0] + [1] * (size - 1)
+        cpu = sample(rank, (sum(send), 3), dtype, salt=5)
+        out = torch.empty((sum(receive), 3), dtype=cpu.dtype, device="openreg")
+        dist.all_to_all_single(out, cpu.to("openreg"), receive, send, group=group)
+        reference = torch.empty((sum(receive), 3), dtype=cpu.dtype)
+        dist.all_to_all_single(reference, cpu, receive, send, group=group)
+        _assert_same(out, reference, f"all_to_all_single from an input of no rows {dtype}")
         # a list of tensors of different sizes
         inputs = [sample(rank, (s + 1,), dtype, salt=s) for s in range(size)]
         outputs = [torch.empty((rank + 1,), dtype=cpu.dtype, device="openreg") for _ in range(size)]

@@ -113,6 +113,14 @@ def check_device_memory_returns(rank, world, key):
     return before == after, before, after
 
 
+def _on_root(rank, attempt):
+    def run():
+        if rank != 0:
+            raise RuntimeError("not the root")
+        attempt()
+    return run
+
+
 def check_refusals(rank, world, key):
     """Bad input is refused on the host with what to do, and the group
     still works afterwards."""
@@ -127,6 +135,18 @@ def check_refusals(rank, world, key):
         lambda: dist.all_reduce(torch.ones(4, device="openreg"), op=dist.ReduceOp.BAND, group=group),
         lambda: dist.all_reduce(torch.ones(4, device="openreg:1" if torch.openreg.current_device() == 0
                                            else "openreg:0"), group=group),
+        # Sizes that disagree within one rank's arguments: refused before
+        # the rank meets the others, so nobody waits for it.
+        # (gather and scatter check on the root only: the other rank would
+        # otherwise queue its part and wait for the root.)
+        _on_root(rank, lambda: dist.gather(torch.ones(4, device="openreg"), [
+            torch.ones(4, device="openreg"), torch.ones(5, device="openreg")], dst=0, group=group)),
+        _on_root(rank, lambda: dist.scatter(torch.ones(4, device="openreg"), [
+            torch.ones(4, device="openreg"), torch.ones(6, device="openreg")], src=0,
+            group=group)),
+        lambda: dist.reduce_scatter(torch.ones(4, device="openreg"),
+                                    [torch.ones(3, device="openreg"), torch.ones(3, device="openreg")],
+                                    group=group),
     ]
     for attempt in attempts:
         try:

@@ -42,10 +42,14 @@ def test_destroyed_group_returns_device_memory(ranks):
 
 
 def test_bad_arguments_are_refused_with_what_to_do(ranks):
-    messages = ranks.run(checks.check_refusals, ("ipc", 2))[0]
-    assert len(messages) == 4, messages
-    non_contiguous, avg_on_ints, band_on_floats, other_device = messages
+    messages = ranks.run(checks.check_refusals, ("ipc", 2), timeout_s=30)[0]
+    assert len(messages) == 7, messages
+    non_contiguous, avg_on_ints, band_on_floats, other_device, gather, scatter, reduce_scatter = messages
     assert "contiguous" in non_contiguous
     assert "AVG" in avg_on_ints and "SUM" in avg_on_ints
     assert "BAND" in band_on_floats and "integer" in band_on_floats
     assert "set_device" in other_device
+    assert "gather needs output tensors of the input's dtype and number of elements" in gather, gather
+    assert "output tensors 1 is Float with 5 elements" in gather, gather
+    assert "scatter needs input tensors of the output's dtype" in scatter and "6 elements" in scatter, scatter
+    assert "reduce_scatter needs input tensors of the output's dtype" in reduce_scatter, reduce_scatter
