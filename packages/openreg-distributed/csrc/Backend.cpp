@@ -111,14 +111,17 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   CollectiveName name{collective.op, seq, group_};
   auto body = [transport = transport_, failure = failure_, name, run = std::move(collective.body),
                timeout = collective.timeout](std::vector<at::Tensor>& views) {
+    // A failure belongs to the group, not to the device: it is recorded
+    // and the kernel returns normally, so other groups' collectives and
+    // ordinary compute on this device go on. The group's later kernels
+    // stop at once (its ranks are out of step); its works report it.
+    if (failure->failed()) return;
     try {
       run(*transport, name, views, timeout);
     } catch (const c10::Error& e) {
       failure->record(namedFailure(name, e.what_without_backtrace()));
-      throw;  // fails the kernel: the device reports it at its next synchronisation
     } catch (const std::exception& e) {
       failure->record(namedFailure(name, e.what()));
-      throw;
     }
   };
   torch_openreg::launchKernel(collective.op, launched, std::move(body));
@@ -188,11 +191,7 @@ void OcclBackend::shutdown() {
   shutDown_ = true;
   c10::OptionalDeviceGuard deviceGuard(device_);
   if (comm_) {
-    try {
-      comm_->synchronize();  // every collective has ended (each is bounded by its timeout)
-    } catch (const c10::Error&) {
-      // A failed collective left the device's sticky error; it was reported.
-    }
+    comm_->synchronize();  // every collective has ended (each is bounded by its timeout)
   }
   // A failed group skips the final meeting: its peers are gone or out of step.
   auto wait = failure_->failed() ? std::chrono::milliseconds(0)

@@ -242,8 +242,8 @@ void IpcTransport::shutdown(const CollectiveName& last, std::chrono::millisecond
     } catch (const std::exception&) {
     }
   }
-  // Errors are ignored: a device left with a sticky error (a failed
-  // collective) refuses these calls, and the process is exiting the group.
+  // Errors are ignored: nothing is left to report them to, and the process
+  // is leaving the group whatever happens.
   for (auto& [handle, device] : opened_) (void)orIpcCloseMemHandle(device);
   opened_.clear();
   std::vector<SharedBuffer> owned = retired_;

@@ -14,8 +14,8 @@
 
 namespace occl {
 
-// Thrown inside a kernel when a collective fails; its message becomes the
-// device's sticky error, raised by the next synchronising call.
+// Thrown inside a kernel when a collective fails; the kernel records its
+// message as the group's failure (GroupFailure), never the device's.
 class CollectiveError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

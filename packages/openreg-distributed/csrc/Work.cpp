@@ -34,13 +34,7 @@ OcclWork::OcclWork(int rank, c10d::OpType type, uint64_t seq, c10::Device device
       source_(std::move(source)),
       blocksHost_(blocksHost) {}
 
-bool OcclWork::isCompleted() {
-  try {
-    return end_->query();
-  } catch (const c10::Error&) {
-    return true;  // the device reports the collective's failure
-  }
-}
+bool OcclWork::isCompleted() { return end_->query(); }
 
 bool OcclWork::isSuccess() const { return !failure_->failed(); }
 
@@ -58,7 +52,7 @@ void OcclWork::blockCurrentStream() {
 }
 
 void OcclWork::synchronize() {
-  end_->synchronize();  // raises the device's sticky error if the collective failed
+  end_->synchronize();  // a failed collective ends too: its kernel records the failure in the group
   failure_->check();
 }
 // LITERALINCLUDE END: OCCL_WORK_WAIT

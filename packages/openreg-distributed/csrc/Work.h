@@ -44,7 +44,7 @@ class OcclWork final : public c10d::Work {
   //   returns at once (a barrier also blocks the host, as NCCL's does);
   //   it throws if the group has already seen a failure.
   // - synchronize() blocks the host until the collective ends and throws
-  //   the device's error if it failed.
+  //   the group's failure if it (or an earlier collective) failed.
   // - getFuture() is completed, stream-ordered, with result().
   bool isCompleted() override;
   bool isSuccess() const override;

@@ -1,7 +1,8 @@
 """What the ranks run for test_faults.py: collectives that cannot complete.
-Each scenario uses its own group on its own device, since a failed
-collective leaves its device's sticky error (as a failed NCCL kernel
-leaves CUDA's), and reports the error text each rank saw."""
+A failure belongs to its group: the device and the other groups on it
+keep working, which mismatched_shapes checks on device 0 with a healthy
+group next to the failing one. Each scenario reports the error text each
+rank saw."""
 
 from __future__ import annotations
 
@@ -35,18 +36,41 @@ def make_fault_groups(rank, world):
     """All ranks make every group, in order (new_group is collective)."""
     global GROUPS
     GROUPS = {name: _group(device, transport) for name, device, transport in (
-        ("mismatch", 0, "ipc"), ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"), ("killed", 3, "ipc"))}
+        ("mismatch", 0, "ipc"), ("healthy", 0, "ipc"), ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"),
+        ("killed", 3, "ipc"))}
     return True
 
 
+def _device_memory():
+    torch.openreg.synchronize()
+    torch.openreg.empty_cache()  # the caching allocator's reserve is not occl's
+    return torch.openreg.mem_get_info()[0], torch.openreg.memory_allocated()
+
+
 def mismatched_shapes(rank, world):
+    """A failed collective on one group leaves device 0 usable: tensor ops
+    and a collective of another group on it still work, and destroying the
+    failed group returns its device memory."""
     torch.openreg.set_device(0)
+    healthy = torch.ones(4, device="openreg")
+    dist.all_reduce(healthy, group=GROUPS["healthy"])  # its own memory, made before the baseline
+    del healthy
+    before = _device_memory()
     group = GROUPS["mismatch"]
     t = torch.ones(4 + rank, device="openreg")
-    dist.all_reduce(t, group=group)  # returns at once; the device reports the failure
-    seen = _failure(torch.openreg.synchronize)
+    work = dist.all_reduce(t, group=group, async_op=True)  # returns at once; the work reports the failure
+    seen = _failure(work.synchronize)
     again = _failure(lambda: dist.all_reduce(torch.ones(4, device="openreg"), group=group))
-    return seen, again
+    computed = (torch.arange(4.0, device="openreg") * 2).sum().item()
+    healthy = torch.full((4,), float(rank + 1), device="openreg")
+    dist.all_reduce(healthy, group=GROUPS["healthy"])
+    healthy_values = healthy.cpu().tolist()
+    del t, healthy, work  # the work holds its outputs
+    dist.destroy_process_group(group)
+    dist.all_reduce(torch.zeros(1))  # both ranks destroyed it: the peer closed our memory
+    after = _device_memory()
+    return {"seen": seen, "again": again, "computed": computed, "healthy": healthy_values,
+            "memory": (before, after)}
 
 
 def absent_rank(rank, world, name, device):

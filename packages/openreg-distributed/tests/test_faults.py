@@ -22,13 +22,20 @@ def pair():
 
 
 def test_mismatched_shapes_are_reported_on_every_rank(pair):
-    for seen, again in pair.run(checks.mismatched_shapes):
+    for result in pair.run(checks.mismatched_shapes):
+        seen, again = result["seen"], result["again"]
         assert "allreduce #0 in group" in seen, seen
         assert "ranks disagree" in seen and "Float[4]" in seen and "Float[5]" in seen, seen
-        # The group's message is the user's, without a C++ backtrace.
-        assert "Exception raised from" not in again and "frame #" not in again, again
         # The group refuses further collectives with the same reason.
         assert "ranks disagree" in again, again
+        # The group's message is the user's, without a C++ backtrace.
+        assert "Exception raised from" not in again and "frame #" not in again, again
+        # The failure is the group's, not the device's: compute and another
+        # group on the same device go on, and the memory comes back.
+        assert result["computed"] == 12.0, result
+        assert result["healthy"] == [3.0] * 4, result
+        before, after = result["memory"]
+        assert before == after, f"device memory before the failed group {before}, after destroying it {after}"
 
 
 @pytest.mark.parametrize("name,device", [("absent-ipc", 1), ("absent-gloo", 2)], ids=["ipc", "gloo"])
