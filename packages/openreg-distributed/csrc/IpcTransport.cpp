@@ -145,6 +145,9 @@ at::Tensor IpcTransport::peerBytes(const CollectiveName& name, int peer, const s
   } catch (const c10::Error& e) {
     throw CollectiveError("occl: " + name.str() + ": cannot read the shared device memory of rank " +
                           std::to_string(peer) + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // the runtime's own errors
+    throw CollectiveError("occl: " + name.str() + ": cannot read the shared device memory of rank " +
+                          std::to_string(peer) + ": " + e.what());
   }
 }
 

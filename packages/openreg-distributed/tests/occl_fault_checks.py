@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import timedelta
 
 import torch
@@ -73,6 +74,13 @@ def mismatched_shapes(rank, world):
             "memory": (before, after)}
 
 
+def _timed_failure(fn) -> tuple[str, float]:
+    """The error fn raised and the seconds it took to raise it."""
+    start = time.monotonic()
+    seen = _failure(fn)
+    return seen, time.monotonic() - start
+
+
 def absent_rank(rank, world, name, device):
     """Rank 1 never calls the collective; rank 0 must fail within the timeout."""
     torch.openreg.set_device(device)
@@ -80,17 +88,27 @@ def absent_rank(rank, world, name, device):
     if rank == 1:
         return "skipped"
     t = torch.ones(4, device="openreg")
-    work = dist.all_reduce(t, group=group, async_op=True)
-    return _failure(work.synchronize)
+    return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
+
+
+def _record_posted(group, rank: int) -> bool:
+    """Rank's record of the group's first collective is in the store: the
+    rank is inside the collective (see Rendezvous::meet's keys)."""
+    _, group_store = dist.distributed_c10d._world.pg_map[group]
+    return dist.PrefixStore("openreg/", group_store).check(["occl/ipc/0/" + str(rank)])
 
 
 def killed_rank(rank, world):
-    """Rank 1 is killed while rank 0 waits inside the collective."""
+    """Rank 1 enters the collective (its record is in the store) and is
+    killed there; rank 0 then joins it and must fail, naming rank 1."""
     torch.openreg.set_device(3)
     group = GROUPS["killed"]
+    t = torch.ones(4, device="openreg")
     if rank == 1:
-        dist.all_reduce(torch.zeros(1))  # rank 0 has queued its collective
+        dist.all_reduce(t, group=group, async_op=True)
+        deadline = time.monotonic() + 30
+        while not _record_posted(group, 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGKILL)
-    work = dist.all_reduce(torch.ones(4, device="openreg"), group=group, async_op=True)
-    dist.all_reduce(torch.zeros(1))
-    return _failure(work.synchronize)
+    assert _record_posted(group, 1), "rank 1 died before it entered the collective"
+    return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
