@@ -66,7 +66,12 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
   if (!device_) {
     device_ = device;
     c10::impl::VirtualGuardImpl guard(device.type());
-    comm_ = guard.getNewStream(device, /*priority=*/0);
+    // Stop-gap: torch-openreg has no public API for a stream of one's own,
+    // so the comm stream comes from the high-priority pool, which ordinary
+    // user code (torch.openreg.Stream() at the default priority) and
+    // FSDP2's streams do not draw from. Groups still share that pool of 8
+    // round robin: a dedicated stream per group needs a torch_openreg API.
+    comm_ = guard.getNewStream(device, /*priority=*/-1);
   }
   TORCH_CHECK(*device_ == device, "occl: ", collective.op, " got tensors on ", device, " but this group runs on ",
               *device_, " (the device of its first collective); each rank of a group uses one device: call "
@@ -168,7 +173,9 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::endCoalescing() {
     c10::StreamGuard onComm(*comm_);
     future->markCompleted(c10::IValue(coalescedOutputs_));
   }
-  return c10::make_intrusive<OcclWork>(getRank(), c10d::OpType::COALESCED, seq_, *device_, std::move(end),
+  // Named after the last collective it holds (seq_ already counts it).
+  uint64_t last = seq_ > 0 ? seq_ - 1 : 0;
+  return c10::make_intrusive<OcclWork>(getRank(), c10d::OpType::COALESCED, last, *device_, std::move(end),
                                        std::move(coalescedOutputs_), future, failure_, nullptr, false);
 }
 

@@ -49,8 +49,10 @@ int64_t packedBytes(const std::vector<at::Tensor>& tensors);
 // The tensor of dtype and sizes starting `offset` bytes into a rank's bytes.
 at::Tensor unpack(const at::Tensor& bytes, int64_t offset, c10::ScalarType dtype, at::IntArrayRef sizes);
 
-// A transport belongs to one process group and is used by one thread at a
-// time (the group's comm stream worker), so it needs no locking of its own.
+// A transport belongs to one process group. Its kernel-side calls
+// (exchange, send, recv) run on the group's comm stream worker, one at a
+// time; reserve/reserveSend and shutdown run on host threads meanwhile, so
+// what both sides touch is guarded by the transport's own lock.
 // Every call either completes or throws std::runtime_error naming the
 // collective; none waits longer than the timeout it is given.
 class Transport {

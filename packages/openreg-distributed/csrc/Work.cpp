@@ -4,6 +4,8 @@
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <thread>
+
 namespace occl {
 
 void GroupFailure::record(const std::string& message) {
@@ -42,6 +44,17 @@ bool OcclWork::isSuccess() const { return !failure_->failed(); }
 bool OcclWork::wait(std::chrono::milliseconds timeout) {
   failure_->check();
   blockCurrentStream();
+  if (timeout != kNoTimeout) {
+    // A caller's timeout asks to know, on the host, that the collective
+    // ended in time (as ProcessGroupNCCL's wait(timeout) does).
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!end_->query()) {
+      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "occl: collective #", seq_,
+                  " did not complete within the ", timeout.count(), " ms given to wait()");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    failure_->check();
+  }
   if (blocksHost_) synchronize();
   return true;
 }

@@ -6,6 +6,8 @@ completed. Not timing: nothing here reads a clock."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import torch
 import torch.distributed as dist
 from occl_checks import GROUPS
@@ -28,6 +30,14 @@ def check_host_returns_and_wait_orders_the_stream(rank, world, key):
         # ...and wait() orders the current stream, it does not block the host.
         work.wait()
         still_pending = not work.is_completed()
+        # A timeout given to wait() is a host deadline: rank 1 has not
+        # joined, so it passes and wait() says so.
+        try:
+            work.wait(timeout=timedelta(milliseconds=50))
+            timed_out = "wait(timeout) returned"
+        except RuntimeError as error:
+            timed_out = str(error)
+        assert "did not complete within the 50 ms given to wait()" in timed_out, timed_out
         # Queued on the current stream, after the collective. (t + t, not
         # t * 2: a CPU scalar operand may take a synchronising path.)
         doubled = t + t
