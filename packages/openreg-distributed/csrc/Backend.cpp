@@ -68,8 +68,8 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
     c10::impl::VirtualGuardImpl guard(device.type());
     // Stop-gap: torch-openreg has no public API for a stream of one's own,
     // so the comm stream comes from the high-priority pool, which ordinary
-    // user code (torch.openreg.Stream() at the default priority) and
-    // FSDP2's streams do not draw from. Groups still share that pool of 8
+    // user streams (default priority) do not draw from. FSDP2's streams
+    // (priority -1) and other groups still may share one of its 8 streams
     // round robin: a dedicated stream per group needs a torch_openreg API.
     comm_ = guard.getNewStream(device, /*priority=*/-1);
   }
