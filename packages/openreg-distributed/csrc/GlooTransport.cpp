@@ -57,11 +57,7 @@ Contributions GlooTransport::exchange(const CollectiveName& name, const Contribu
   if (contributors.empty()) return all;
   int64_t largest = *std::max_element(sizes.begin(), sizes.end());
   at::Tensor local = staging(largest);
-  int64_t offset = 0;
-  for (const at::Tensor& t : mine.tensors) {
-    unpack(local, offset, t.scalar_type(), t.sizes()).copy_(t);
-    offset += (static_cast<int64_t>(t.nbytes()) + kAlignment - 1) / kAlignment * kAlignment;
-  }
+  packInto(local, mine.tensors);
   if (contributors.size() == 1) {  // a broadcast: only the root has something to say
     c10d::BroadcastOptions options;
     options.rootRank = contributors[0];

@@ -56,30 +56,7 @@ at::Tensor hostBytes(void* device, int64_t offset, int64_t bytes) {
   return at::from_blob(host, {bytes}, at::kByte);
 }
 
-void packInto(const at::Tensor& bytes, const std::vector<at::Tensor>& tensors) {
-  int64_t offset = 0;
-  for (const at::Tensor& t : tensors) {
-    unpack(bytes, offset, t.scalar_type(), t.sizes()).copy_(t);
-    offset += (t.nbytes() + kAlignment - 1) / kAlignment * kAlignment;
-  }
-}
-
 }  // namespace
-
-int64_t packedBytes(const std::vector<at::Tensor>& tensors) {
-  int64_t total = 0;
-  for (const at::Tensor& t : tensors) total += (t.nbytes() + kAlignment - 1) / kAlignment * kAlignment;
-  return total;
-}
-
-at::Tensor unpack(const at::Tensor& bytes, int64_t offset, c10::ScalarType dtype, at::IntArrayRef sizes) {
-  int64_t count = c10::multiply_integers(sizes);
-  int64_t size = count * c10::elementSize(dtype);
-  TORCH_CHECK(offset + size <= bytes.numel(), "occl: a peer's contribution is ", bytes.numel(),
-              " bytes, too small for ", sizes, " ", dtype, " at byte ", offset);
-  if (count == 0) return at::empty(sizes, at::TensorOptions().dtype(dtype));
-  return at::from_blob(static_cast<char*>(bytes.data_ptr()) + offset, sizes, at::TensorOptions().dtype(dtype));
-}
 
 IpcTransport::IpcTransport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
     : rank_(rank),

@@ -44,10 +44,13 @@ struct Contributions {
 
 constexpr int64_t kAlignment = 64;
 
-// Bytes tensors take laid out one after the other at kAlignment boundaries.
+// Packing.cpp: bytes tensors take laid out one after the other at
+// kAlignment boundaries.
 int64_t packedBytes(const std::vector<at::Tensor>& tensors);
 // The tensor of dtype and sizes starting `offset` bytes into a rank's bytes.
 at::Tensor unpack(const at::Tensor& bytes, int64_t offset, c10::ScalarType dtype, at::IntArrayRef sizes);
+// Copies tensors into bytes, laid out as packedBytes counts them.
+void packInto(const at::Tensor& bytes, const std::vector<at::Tensor>& tensors);
 
 // A transport belongs to one process group. Its kernel-side calls
 // (exchange, send, recv) run on the group's comm stream worker, one at a
