@@ -3,11 +3,16 @@
 bindings (devices, an asynchronous copy from pinned memory, a kernel on a
 stream, an event timing), then PyTorch using it as the device "openreg"
 (tensors, copies, a side stream, memory statistics, out-of-memory, RNG),
-and finally a small CNN trained on openreg, with its loss curve and the
-number of operators that had to leave the device.
+then a small CNN trained on openreg, with its loss curve and the
+number of operators that had to leave the device, and finally a short DDP
+run on 2 ranks under torchrun over the occl backend (openreg-distributed).
 """
 
 import ctypes
+import os
+import socket
+import subprocess
+import sys
 import time
 
 import openreg_runtime as rt
@@ -119,10 +124,24 @@ def training_demo() -> None:
           f"operators that fell back to the CPU: {torch.openreg.fallback_counts() or 'none'}")
 
 
+def distributed_demo() -> None:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "packages", "openreg-distributed",
+                          "examples", "train_ddp.py")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    print("\ntorchrun --nproc_per_node=2: DDP on openreg over occl (packages/openreg-distributed)", flush=True)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                           f"--master_port={port}", script], env=dict(os.environ, STEPS="11"),
+                          capture_output=True, text=True, timeout=300)
+    print(done.stdout.rstrip() if done.returncode == 0 else f"failed:\n{done.stderr[-2000:]}")
+
+
 def main() -> None:
     runtime_demo()
     torch_demo()
     training_demo()
+    distributed_demo()
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ PACKAGES = [
     Package("openreg-runtime", extra=None),
     Package("torch-openreg", extra=None),
     Package("openreg-amp", extra="amp"),
+    Package("openreg-distributed", extra="distributed"),
     Package("openreg-onnx", extra="onnx"),
 ]
 # LITERALINCLUDE END: PACKAGES
@@ -64,6 +65,7 @@ COMBINATIONS = {
     "runtime": None,  # openreg-runtime alone, without torch
     "core": (),
     "amp": ("amp",),
+    "distributed": ("distributed",),
     "onnx": ("onnx",),
     "all": ("all",),
 }
@@ -286,7 +288,11 @@ def combination_command(args: list[str]) -> None:
 PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
-    "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py",
+    "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py", "test_real_models.py",
+)]
+# openreg-distributed's collectives and training, on the plain path too.
+PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name for name in (
+    "test_collectives.py", "test_training.py",
 )]
 # .venv holds every package: the "all" combination.
 ALL = combination_environment("all")

@@ -1,0 +1,148 @@
+// Backend.h - OcclBackend, the "occl" c10d::Backend for openreg tensors. It
+// queues every collective as one kernel on a comm stream of its own that
+// first waits for the tensors' current stream, as ProcessGroupNCCL does on
+// CUDA; the kernel moves the bytes through a Transport. Not here: how bytes
+// cross processes (IpcTransport, GlooTransport), the Python registration
+// (openreg_distributed/registration.py).
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "Transport.h"
+#include "Work.h"
+
+namespace occl {
+
+// Makes the transport of a group (a new one for each split).
+using TransportFactory = std::function<std::shared_ptr<Transport>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)>;
+
+class OcclBackend final : public c10d::Backend {
+ public:
+  OcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+              std::string group, TransportFactory makeTransport);
+  ~OcclBackend() override;
+
+  const std::string getBackendName() const override { return "occl"; }
+  const char* transportName() const { return transport_->name(); }
+  bool supportsCoalescing() const override { return true; }
+  bool supportsSplitting() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // Sequence numbers of collectives: every rank's counter starts at 0 when
+  // the group is made and counts the same collectives, so the ranks agree
+  // without exchanging anything (gloo's and NCCL's agree through the store).
+  void setSequenceNumberForGroup() override { TORCH_CHECK(seq_ == 0, "occl: the group has already run collectives"); }
+  uint64_t getSequenceNumberForGroup() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seq_;
+  }
+  // What split_group copies into its children: the backend name and timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& options) override;
+  // Waits for the comm stream, then releases the transport's device memory.
+  // Waits at most kLongestDestroyWaitMs for the peers to finish with this
+  // rank's shared memory (they destroy the group too).
+  void shutdown() override;
+  static constexpr int64_t kLongestDestroyWaitMs = 10000;
+  void abort() override { shutdown(); }
+
+  // The collectives of c10d::Backend (Collectives.cpp).
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // What runs inside the kernel: the transport, the collective's name, the
+  // host views of the launched tensors (inputs, then outputs), the timeout.
+  using Body = std::function<void(Transport&, const CollectiveName&, std::vector<at::Tensor>&,
+                                  std::chrono::milliseconds)>;
+  // One collective as the collectives describe it to launch().
+  struct Collective {
+    const char* op;
+    c10d::OpType type;
+    std::vector<at::Tensor> inputs;   // launched first; ordered after their current stream
+    std::vector<at::Tensor> outputs;  // launched next; Work::result() and the future's value
+    int64_t contributionBytes = 0;    // what the transport must reserve for this rank's part
+    int sendTo = -1;                  // a send: reserve a message to this rank instead
+    int tag = 0;
+    std::chrono::milliseconds timeout;
+    Body body;
+    std::shared_ptr<std::atomic<int>> source;  // recv from any source: who sent
+    bool blocksHost = false;                   // barrier: wait() blocks the host too
+    bool pointToPoint = false;                 // not counted in the collective sequence
+  };
+
+  c10::intrusive_ptr<c10d::Work> launch(Collective collective);
+  c10::Device bindDevice(const Collective& collective);
+  std::chrono::milliseconds timeoutOf(std::chrono::milliseconds requested) const;
+
+  // Several host threads may queue collectives on one group (DDP's reducer
+  // and the main thread, FSDP2's): the lazily bound device and stream, the
+  // counters and the coalescing state change only under this lock.
+  std::mutex mutex_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::string group_;
+  TransportFactory makeTransport_;
+  std::shared_ptr<Transport> transport_;
+  std::shared_ptr<GroupFailure> failure_ = std::make_shared<GroupFailure>();
+  std::optional<c10::Device> device_;  // bound by the first collective
+  std::optional<c10::Stream> comm_;    // the comm stream on device_
+  uint64_t seq_ = 0;                   // collectives queued so far
+  uint64_t messages_ = 0;              // sends and receives queued so far
+  int splits_ = 0;
+  bool coalescing_ = false;
+  std::vector<at::Tensor> coalescedOutputs_;
+  bool shutDown_ = false;
+};
+
+}  // namespace occl

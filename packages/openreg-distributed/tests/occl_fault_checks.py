@@ -1,0 +1,114 @@
+"""What the ranks run for test_faults.py: collectives that cannot complete.
+A failure belongs to its group: the device and the other groups on it
+keep working, which mismatched_shapes checks on device 0 with a healthy
+group next to the failing one. Each scenario reports the error text each
+rank saw."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+TIMEOUT = timedelta(seconds=3)
+
+
+def _group(device: int, transport: str):
+    os.environ["OCCL_TRANSPORT"] = transport
+    try:
+        return dist.new_group([0, 1], backend="cpu:gloo,openreg:occl", timeout=TIMEOUT)
+    finally:
+        del os.environ["OCCL_TRANSPORT"]
+
+
+def _failure(fn) -> str:
+    try:
+        fn()
+    except RuntimeError as error:
+        return str(error)
+    return "no error"
+
+
+def make_fault_groups(rank, world):
+    """All ranks make every group, in order (new_group is collective)."""
+    global GROUPS
+    GROUPS = {name: _group(device, transport) for name, device, transport in (
+        ("mismatch", 0, "ipc"), ("healthy", 0, "ipc"), ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"),
+        ("killed", 3, "ipc"))}
+    return True
+
+
+def _device_memory():
+    torch.openreg.synchronize()
+    torch.openreg.empty_cache()  # the caching allocator's reserve is not occl's
+    return torch.openreg.mem_get_info()[0], torch.openreg.memory_allocated()
+
+
+def mismatched_shapes(rank, world):
+    """A failed collective on one group leaves device 0 usable: tensor ops
+    and a collective of another group on it still work, and destroying the
+    failed group returns its device memory."""
+    torch.openreg.set_device(0)
+    healthy = torch.ones(4, device="openreg")
+    dist.all_reduce(healthy, group=GROUPS["healthy"])  # its own memory, made before the baseline
+    del healthy
+    before = _device_memory()
+    group = GROUPS["mismatch"]
+    t = torch.ones(4 + rank, device="openreg")
+    work = dist.all_reduce(t, group=group, async_op=True)  # returns at once; the work reports the failure
+    seen = _failure(work.synchronize)
+    again = _failure(lambda: dist.all_reduce(torch.ones(4, device="openreg"), group=group))
+    computed = (torch.arange(4.0, device="openreg") * 2).sum().item()
+    healthy = torch.full((4,), float(rank + 1), device="openreg")
+    dist.all_reduce(healthy, group=GROUPS["healthy"])
+    healthy_values = healthy.cpu().tolist()
+    del t, healthy, work  # the work holds its outputs
+    dist.destroy_process_group(group)
+    dist.all_reduce(torch.zeros(1))  # both ranks destroyed it: the peer closed our memory
+    after = _device_memory()
+    return {"seen": seen, "again": again, "computed": computed, "healthy": healthy_values,
+            "memory": (before, after)}
+
+
+def _timed_failure(fn) -> tuple[str, float]:
+    """The error fn raised and the seconds it took to raise it."""
+    start = time.monotonic()
+    seen = _failure(fn)
+    return seen, time.monotonic() - start
+
+
+def absent_rank(rank, world, name, device):
+    """Rank 1 never calls the collective; rank 0 must fail within the timeout."""
+    torch.openreg.set_device(device)
+    group = GROUPS[name]
+    if rank == 1:
+        return "skipped"
+    t = torch.ones(4, device="openreg")
+    return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
+
+
+def _record_posted(group, rank: int) -> bool:
+    """Rank's record of the group's first collective is in the store: the
+    rank is inside the collective (see Rendezvous::meet's keys)."""
+    _, group_store = dist.distributed_c10d._world.pg_map[group]
+    return dist.PrefixStore("openreg/", group_store).check(["occl/ipc/0/" + str(rank)])
+
+
+def killed_rank(rank, world):
+    """Rank 1 enters the collective (its record is in the store) and is
+    killed there; rank 0 then joins it and must fail, naming rank 1."""
+    torch.openreg.set_device(3)
+    group = GROUPS["killed"]
+    t = torch.ones(4, device="openreg")
+    if rank == 1:
+        dist.all_reduce(t, group=group, async_op=True)
+        deadline = time.monotonic() + 30
+        while not _record_posted(group, 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGKILL)
+    assert _record_posted(group, 1), "rank 1 died before it entered the collective"
+    return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())

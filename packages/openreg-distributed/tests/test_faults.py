@@ -1,0 +1,64 @@
+"""Failures never hang: a rank with mismatched shapes, a rank that never
+calls the collective and a rank killed during it each fail the others
+within the group's timeout, naming the collective, its sequence number,
+the group and the ranks that did not join. One pool of 2 ranks with 4
+devices each; every scenario has its own group and device."""
+
+from __future__ import annotations
+
+import occl_fault_checks as checks
+import pytest
+from occl_workers import Workers
+
+
+@pytest.fixture(scope="module")
+def pair():
+    workers = Workers(2, env={"OPENREG_DEVICE_COUNT": "4"})
+    try:
+        assert workers.run(checks.make_fault_groups) == [True, True]
+        yield workers
+    finally:
+        workers.close(timeout_s=10)
+
+
+def test_mismatched_shapes_are_reported_on_every_rank(pair):
+    for result in pair.run(checks.mismatched_shapes):
+        seen, again = result["seen"], result["again"]
+        assert "allreduce #0 in group" in seen, seen
+        assert "ranks disagree" in seen and "Float[4]" in seen and "Float[5]" in seen, seen
+        # The group refuses further collectives with the same reason.
+        assert "ranks disagree" in again, again
+        # The group's message is the user's, without a C++ backtrace.
+        assert "Exception raised from" not in again and "frame #" not in again, again
+        # The failure is the group's, not the device's: compute and another
+        # group on the same device go on, and the memory comes back.
+        assert result["computed"] == 12.0, result
+        assert result["healthy"] == [3.0] * 4, result
+        before, after = result["memory"]
+        assert before == after, f"device memory before the failed group {before}, after destroying it {after}"
+
+
+# A bound that proves nothing waited past the group's timeout (3 s), with
+# room for a loaded machine; not a speed measurement.
+NO_HANG_S = checks.TIMEOUT.total_seconds() + 15
+
+
+@pytest.mark.parametrize("name,device", [("absent-ipc", 1), ("absent-gloo", 2)], ids=["ipc", "gloo"])
+def test_a_rank_that_never_joins_fails_the_others(pair, name, device):
+    (seen, elapsed), skipped = pair.run(checks.absent_rank, name, device)
+    assert skipped == "skipped"
+    assert "allreduce #0 in group" in seen and "did not complete within 3000 ms" in seen, seen
+    assert "rank(s) that did not join: 1" in seen, seen
+    assert elapsed < NO_HANG_S, f"the failure took {elapsed:.1f} s"
+
+
+def test_a_rank_killed_inside_the_collective_fails_the_others(pair):
+    pair.send_only(1, checks.killed_rank)
+    pair.processes[1].join(40)
+    assert pair.processes[1].exitcode == -9, "rank 1 was not killed inside the collective"
+    ((seen, elapsed),) = pair.run(checks.killed_rank, ranks=[0])
+    # Its record is in the store, so rank 0 meets it, then cannot read
+    # the dead rank's device memory.
+    assert "allreduce #0 in group" in seen, seen
+    assert "cannot read the shared device memory of rank 1" in seen, seen
+    assert elapsed < NO_HANG_S, f"the failure took {elapsed:.1f} s"
