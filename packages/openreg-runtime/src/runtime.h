@@ -259,9 +259,10 @@ class QueueLock {
 //  - the worker's progress is read only when the ring looks full
 //    (knownCompleted_ remembers the last value read);
 //  - the next slot is fetched into the host's cache after each launch.
-// A full ring blocks the launching thread until the worker has freed a
-// quarter of it, as CUDA's launch queue blocks when too much work is
-// pending; work queued from inside a kernel is refused instead, since the
+// A full ring blocks the launching thread until a quarter of it has run, as
+// CUDA's launch queue blocks when too much work is pending (the launching
+// thread runs that quarter itself where it may: Note [Who runs queued
+// work]); work queued from inside a kernel is refused instead, since the
 // kernel would wait for a worker that may be waiting for it. The ring is
 // allocated by the stream's first launch: many streams (a pool's) are never
 // used.

@@ -213,12 +213,15 @@ uint64_t Stream::enqueue(Op op) {
         return 0;
       }
       // Wait for a quarter of the ring, not one slot: launching in lockstep
-      // with the worker would read its progress once per launch. Block
-      // rather than poll (polling the line the worker writes after every op
-      // would slow the worker this thread waits for), and without the lock,
-      // which other launching threads spin on.
+      // with the worker would read its progress once per launch. Run that
+      // quarter here where it may (Note [Who runs queued work]: a full ring
+      // means the worker is behind, and this thread's team is idle), then
+      // block for the rest rather than poll (polling the line the worker
+      // writes after every op would slow the worker this thread waits for),
+      // and without the lock, which other launching threads spin on.
       uint64_t room = seq - kQueueSlots + kQueueSlots / 4;
       lock.unlock();
+      if (executed_.load() < room) runQueuedWork(room);
       progress->waitFor(room, /*spin=*/false);
       lock.lock();
       knownCompleted_ = progress->completed();
