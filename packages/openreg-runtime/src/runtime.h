@@ -179,8 +179,11 @@ class alignas(64) Progress {  // its own cache lines: the worker writes complete
   std::condition_variable cv_;
 };
 
+class Stream;
+
 // The point in a stream's history that an event recording captured.
 struct EventCapture {
+  std::weak_ptr<Stream> stream;  // whose queued work a waiting host may run
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;
   int device = 0;
@@ -283,6 +286,8 @@ class alignas(64) Stream {
   // Waits for every queued op; the calling thread runs them itself where
   // it may (Note [Who runs queued work]).
   void synchronize(bool spin = true);
+  // The same, up to op number seq.
+  void waitFor(uint64_t seq, bool spin = true);
 
   Device& device;
   const uint64_t id;

@@ -258,10 +258,14 @@ uint64_t Stream::enqueue(Op op) {
 // large kernel uses every core when the host waits, and one team serves the
 // whole process. Only one thread runs a stream's ops at a time (runMutex_).
 // A thread inside a kernel does not: its own stream's work could wait on it.
-void Stream::synchronize(bool spin) {
-  uint64_t last = lastEnqueued();
-  if (executed_.load() < last && runningStream() == nullptr) runQueuedWork(last);
-  progress->waitFor(last, spin);
+// Every host wait for a stream's ops goes through here: synchronising the
+// stream or its device, a copy to or from pageable memory (which waits for
+// its own op), an event's synchronisation, a launch into a full ring.
+void Stream::synchronize(bool spin) { waitFor(lastEnqueued(), spin); }
+
+void Stream::waitFor(uint64_t seq, bool spin) {
+  if (executed_.load() < seq && runningStream() == nullptr) runQueuedWork(seq);
+  progress->waitFor(seq, spin);
 }
 
 void Stream::runQueuedWork(uint64_t until) {
@@ -466,7 +470,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   // on its own stream (Note [Waiting from inside a kernel]); callers that
   // must wait refused that case before queueing.
   if (!wait && (!runtime().launchBlocking || waitsForRunningKernel(stream))) return orSuccess;
-  stream.progress->waitFor(seq);
+  stream.waitFor(seq);
   return stream.device.checkSticky();
 }
 // LITERALINCLUDE END: OR_STREAM_SUBMIT

@@ -1,6 +1,7 @@
-"""Note [Who runs queued work]: a thread that synchronises with a stream, or
-launches into its full queue, runs the queued work itself, in order, as far
-as each op may run off the worker (kernels launched with
+"""Note [Who runs queued work]: a thread that waits for a stream's work (it
+synchronises with the stream or with an event, copies to pageable memory,
+or launches into a full queue) runs the queued work itself, in order, as
+far as each op may run off the worker (kernels launched with
 orKernelAnyThread); the worker runs the rest. Order,
 errors and the calling thread's own state are the same either way."""
 
@@ -72,6 +73,34 @@ def test_a_launch_into_a_full_queue_runs_queued_work_itself(res):
     # The launching thread made room by running the first quarter itself.
     assert len(ran_while_launching) >= QUEUE_SLOTS // 4 - 1
     assert all(thread == me and not on_worker for _, thread, on_worker in ran_while_launching[:QUEUE_SLOTS // 4 - 1])
+
+
+def test_a_copy_to_pageable_memory_runs_the_work_queued_before_it(res):
+    s = res.stream()
+    n = 64
+    dev = res.malloc(n)
+    pageable = ctypes.create_string_buffer(n)  # not pinned: the copy waits for its op
+    log = []
+    hold_until_the_host_waits(res, s)
+    for label in "ab":
+        ort.launch_kernel(s, recorder(log, label), label, any_thread=True)
+    ort.memcpy_async(ctypes.addressof(pageable), dev, n, ort.orMemcpyDeviceToHost, s)
+    assert log == [(label, threading.get_ident(), False) for label in "ab"]
+
+
+def test_an_event_s_synchronisation_runs_the_work_queued_before_it(res):
+    s = res.stream()
+    event = res.event()
+    log = []
+    hold_until_the_host_waits(res, s)
+    for label in "ab":
+        ort.launch_kernel(s, recorder(log, label), label, any_thread=True)
+    ort.event_record(event, s)
+    ort.launch_kernel(s, recorder(log, "after"), "after", any_thread=True)
+    ort.event_synchronize(event)
+    assert log[:2] == [(label, threading.get_ident(), False) for label in "ab"]
+    ort.stream_synchronize(s)
+    assert [entry[0] for entry in log] == ["a", "b", "after"]
 
 
 def test_copies_and_kernels_keep_their_order_on_the_host(res, hostmem):
