@@ -92,6 +92,7 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
   // without the work, so report the fault here (Note [Sticky errors]).
   if ((status = stream->device.checkSticky()) != orSuccess) return status;
   auto capture = std::make_shared<EventCapture>();
+  capture->stream = stream;
   capture->progress = stream->progress;
   capture->device = stream->device.index;
   Op op;
@@ -132,7 +133,12 @@ orError_t orEventSynchronize(orEvent_t handle) {
     return refuseWaitForRunningKernel("orEventSynchronize");  // the capture awaits this kernel
   }
   uint64_t start = tracing() ? nowNs() : 0;
-  capture->progress->waitFor(capture->seq, (event->flags & orEventBlockingSync) == 0);
+  bool spin = (event->flags & orEventBlockingSync) == 0;
+  if (std::shared_ptr<Stream> stream = capture->stream.lock()) {
+    stream->waitFor(capture->seq, spin);  // runs the queued work where it may
+  } else {
+    capture->progress->waitFor(capture->seq, spin);  // a destroyed stream's worker drains it
+  }
   if (start != 0) {
     traceRecord(orActivityKindSynchronize, "orEventSynchronize", capture->device, 0, start,
                 nowNs(), 0);

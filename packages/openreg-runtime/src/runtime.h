@@ -179,8 +179,11 @@ class alignas(64) Progress {  // its own cache lines: the worker writes complete
   std::condition_variable cv_;
 };
 
+class Stream;
+
 // The point in a stream's history that an event recording captured.
 struct EventCapture {
+  std::weak_ptr<Stream> stream;  // whose queued work a waiting host may run
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;
   int device = 0;
@@ -259,9 +262,10 @@ class QueueLock {
 //  - the worker's progress is read only when the ring looks full
 //    (knownCompleted_ remembers the last value read);
 //  - the next slot is fetched into the host's cache after each launch.
-// A full ring blocks the launching thread until the worker has freed a
-// quarter of it, as CUDA's launch queue blocks when too much work is
-// pending; work queued from inside a kernel is refused instead, since the
+// A full ring blocks the launching thread until a quarter of it has run, as
+// CUDA's launch queue blocks when too much work is pending (the launching
+// thread runs that quarter itself where it may: Note [Who runs queued
+// work]); work queued from inside a kernel is refused instead, since the
 // kernel would wait for a worker that may be waiting for it. The ring is
 // allocated by the stream's first launch: many streams (a pool's) are never
 // used.
@@ -282,6 +286,8 @@ class alignas(64) Stream {
   // Waits for every queued op; the calling thread runs them itself where
   // it may (Note [Who runs queued work]).
   void synchronize(bool spin = true);
+  // The same, up to op number seq.
+  void waitFor(uint64_t seq, bool spin = true);
 
   Device& device;
   const uint64_t id;

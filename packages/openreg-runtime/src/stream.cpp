@@ -213,12 +213,15 @@ uint64_t Stream::enqueue(Op op) {
         return 0;
       }
       // Wait for a quarter of the ring, not one slot: launching in lockstep
-      // with the worker would read its progress once per launch. Block
-      // rather than poll (polling the line the worker writes after every op
-      // would slow the worker this thread waits for), and without the lock,
-      // which other launching threads spin on.
+      // with the worker would read its progress once per launch. Run that
+      // quarter here where it may (Note [Who runs queued work]: a full ring
+      // means the worker is behind, and this thread's team is idle), then
+      // block for the rest rather than poll (polling the line the worker
+      // writes after every op would slow the worker this thread waits for),
+      // and without the lock, which other launching threads spin on.
       uint64_t room = seq - kQueueSlots + kQueueSlots / 4;
       lock.unlock();
+      if (executed_.load() < room) runQueuedWork(room);
       progress->waitFor(room, /*spin=*/false);
       lock.lock();
       knownCompleted_ = progress->completed();
@@ -255,10 +258,14 @@ uint64_t Stream::enqueue(Op op) {
 // large kernel uses every core when the host waits, and one team serves the
 // whole process. Only one thread runs a stream's ops at a time (runMutex_).
 // A thread inside a kernel does not: its own stream's work could wait on it.
-void Stream::synchronize(bool spin) {
-  uint64_t last = lastEnqueued();
-  if (executed_.load() < last && runningStream() == nullptr) runQueuedWork(last);
-  progress->waitFor(last, spin);
+// Every host wait for a stream's ops goes through here: synchronising the
+// stream or its device, a copy to or from pageable memory (which waits for
+// its own op), an event's synchronisation, a launch into a full ring.
+void Stream::synchronize(bool spin) { waitFor(lastEnqueued(), spin); }
+
+void Stream::waitFor(uint64_t seq, bool spin) {
+  if (executed_.load() < seq && runningStream() == nullptr) runQueuedWork(seq);
+  progress->waitFor(seq, spin);
 }
 
 void Stream::runQueuedWork(uint64_t until) {
@@ -463,7 +470,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   // on its own stream (Note [Waiting from inside a kernel]); callers that
   // must wait refused that case before queueing.
   if (!wait && (!runtime().launchBlocking || waitsForRunningKernel(stream))) return orSuccess;
-  stream.progress->waitFor(seq);
+  stream.waitFor(seq);
   return stream.device.checkSticky();
 }
 // LITERALINCLUDE END: OR_STREAM_SUBMIT

@@ -1,6 +1,8 @@
-"""Note [Who runs queued work]: a thread that synchronises with a stream runs
-the queued work itself, in order, as far as each op may run off the worker
-(kernels launched with orKernelAnyThread); the worker runs the rest. Order,
+"""Note [Who runs queued work]: a thread that waits for a stream's work (it
+synchronises with the stream or with an event, copies to pageable memory,
+or launches into a full queue) runs the queued work itself, in order, as
+far as each op may run off the worker (kernels launched with
+orKernelAnyThread); the worker runs the rest. Order,
 errors and the calling thread's own state are the same either way."""
 
 import ctypes
@@ -10,6 +12,8 @@ import openreg_runtime as ort
 import pytest
 
 pytestmark = pytest.mark.sanitizer_safe
+
+QUEUE_SLOTS = 4096  # a stream's ring (Stream::kQueueSlots in src/runtime.h)
 
 
 def recorder(log: list, label: str):
@@ -50,6 +54,53 @@ def test_the_host_stops_before_a_kernel_that_must_run_on_the_worker(res):
     ort.stream_synchronize(s)
     assert [entry[0] for entry in log] == ["pinned", "free"]
     assert all(entry[1] != threading.get_ident() and entry[2] for entry in log)
+
+
+def test_a_launch_into_a_full_queue_runs_queued_work_itself(res):
+    s = res.stream()
+    gate = res.gate()
+    log = []
+    me = threading.get_ident()
+    ort.launch_kernel(s, gate, "gate")  # holds the worker: the ring fills behind it
+    for index in range(QUEUE_SLOTS - 1):  # the gate and these fill the ring
+        ort.launch_kernel(s, recorder(log, index), "queued", any_thread=True)
+    assert log == []
+    threading.Timer(0.1, gate.open).start()  # once the next launch waits for room
+    ort.launch_kernel(s, recorder(log, QUEUE_SLOTS - 1), "into_a_full_ring", any_thread=True)
+    ran_while_launching = list(log)
+    ort.stream_synchronize(s)
+    assert [entry[0] for entry in log] == list(range(QUEUE_SLOTS))
+    # The launching thread made room by running the first quarter itself.
+    assert len(ran_while_launching) >= QUEUE_SLOTS // 4 - 1
+    assert all(thread == me and not on_worker for _, thread, on_worker in ran_while_launching[:QUEUE_SLOTS // 4 - 1])
+
+
+def test_a_copy_to_pageable_memory_runs_the_work_queued_before_it(res):
+    s = res.stream()
+    n = 64
+    dev = res.malloc(n)
+    pageable = ctypes.create_string_buffer(n)  # not pinned: the copy waits for its op
+    log = []
+    hold_until_the_host_waits(res, s)
+    for label in "ab":
+        ort.launch_kernel(s, recorder(log, label), label, any_thread=True)
+    ort.memcpy_async(ctypes.addressof(pageable), dev, n, ort.orMemcpyDeviceToHost, s)
+    assert log == [(label, threading.get_ident(), False) for label in "ab"]
+
+
+def test_an_event_s_synchronisation_runs_the_work_queued_before_it(res):
+    s = res.stream()
+    event = res.event()
+    log = []
+    hold_until_the_host_waits(res, s)
+    for label in "ab":
+        ort.launch_kernel(s, recorder(log, label), label, any_thread=True)
+    ort.event_record(event, s)
+    ort.launch_kernel(s, recorder(log, "after"), "after", any_thread=True)
+    ort.event_synchronize(event)
+    assert log[:2] == [(label, threading.get_ident(), False) for label in "ab"]
+    ort.stream_synchronize(s)
+    assert [entry[0] for entry in log] == ["a", "b", "after"]
 
 
 def test_copies_and_kernels_keep_their_order_on_the_host(res, hostmem):
