@@ -22,14 +22,29 @@ load average is printed before and after.
 Targets: compiled openreg <= 1.10x compiled CPU; compiled openreg faster
 than eager openreg wherever compiled CPU is faster than eager CPU.
 
+openreg runs asynchronously: while the device works through one call, the
+host already queues the next, so a call costs about the larger of the two,
+and where the device is the larger, compiling away host overhead (the gain
+the CPU gets) changes nothing. The table after the ratios says which side
+each openreg case is bound by: per call, the host's time to queue (the
+timed loop before its final synchronisation) and the device's kernel time
+(the runtime's activity records: the sum over kernels of each kernel's
+median duration), for compiled and eager openreg. A kernel's duration is
+wall time on whichever thread ran it, so it grows with the machine's load.
+These are traced samples of their own (a third as many rounds, compiled and
+eager alternating), not the ratios' samples, which run untraced.
+
     .venv/bin/python tools/bench/compile.py [--glibc-defaults] [--rounds N]
 """
 
 import argparse
+import collections
 import os
 import statistics
 import tempfile
+import time
 
+import openreg_runtime
 import torch
 import torch.nn.functional as F
 from torch_ops import MODELS, restart_with_anchor_at_its_best, seconds_per_call
@@ -96,6 +111,40 @@ def sample_rounds(cases: dict, calls: int, rounds: int) -> dict:
     return samples
 
 
+def host_and_device(fn, calls: int) -> tuple:
+    """(host seconds to queue a call, device kernel seconds per call) of one
+    openreg sample of `calls` calls, traced by the runtime."""
+    torch.openreg.synchronize()
+    time.sleep(0.005)  # as seconds_per_call does
+    openreg_runtime.trace_drain()
+    openreg_runtime.trace_enable(True)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    queued = time.perf_counter() - start
+    torch.openreg.synchronize()
+    openreg_runtime.trace_enable(False)
+    durations = collections.defaultdict(list)
+    for record in openreg_runtime.trace_drain():
+        if record["kind"] == "kernel":
+            durations[record["name"]].append((record["end_ns"] - record["start_ns"]) * 1e-9)
+    device = sum(statistics.median(taken) * len(taken) for taken in durations.values())
+    return queued / calls, device / calls
+
+
+def bound_by(cases: dict, calls: int, rounds: int) -> dict:
+    """case name -> (host, device) seconds per call for compiled and eager
+    openreg, each the median over rounds taken as sample_rounds takes them."""
+    taken = {name: {compiled: [] for compiled in (True, False)} for name in cases}
+    for round_index in range(rounds):
+        for name, fns in cases.items():
+            for compiled in (True, False) if round_index % 2 == 0 else (False, True):
+                taken[name][compiled].append(host_and_device(fns["openreg", compiled], calls))
+    return {name: {compiled: tuple(statistics.median(side) for side in zip(*pairs, strict=True))
+                   for compiled, pairs in by_mode.items()}
+            for name, by_mode in taken.items()}
+
+
 def paired_ratio(numerators: list, denominators: list) -> tuple:
     """(median, first quartile, third quartile) of the per-round ratios."""
     ratios = [n / d for n, d in zip(numerators, denominators, strict=True)]
@@ -115,6 +164,7 @@ def measure(rounds: int) -> dict:
                                for device, compiled in VARIANTS}
             except Exception as error:  # a case that does not compile is reported, the others measured
                 rows[f"{kind} {name}"] = f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
+        bounds = bound_by(cases, calls, max(3, rounds // 3))
         for name, s in sample_rounds(cases, calls, rounds).items():
             compiled, eager = s["openreg", True], s["openreg", False]
             cpu_compiled, cpu_eager = s["cpu", True], s["cpu", False]
@@ -123,6 +173,7 @@ def measure(rounds: int) -> dict:
                 "vs eager": paired_ratio(compiled, eager),
                 "vs cpu-compiled": paired_ratio(compiled, cpu_compiled),
                 "cpu: compiled/eager": paired_ratio(cpu_compiled, cpu_eager),
+                "bound": bounds[name],
             }
     return rows
 
@@ -146,6 +197,14 @@ def print_table(rows: dict) -> None:
         cells = "".join(f"{median:>12.2f} [{low:.2f}-{high:.2f}]" for median, low, high in (row[k] for k in ratios))
         print(f"{name:<26}{row['us']:12.1f}{cells}   {'met' if target_met(row) else 'MISSED'}")
     print("ratio = median over rounds of paired samples [interquartile range]")
+    print()
+    print(f"{'openreg, us per call':<26}{'compiled: host':>15}{'device':>9}{'eager: host':>13}{'device':>9}")
+    for name, row in rows.items():
+        if isinstance(row, str):
+            continue
+        (compiled_host, compiled_device), (eager_host, eager_device) = row["bound"][True], row["bound"][False]
+        print(f"{name:<26}{compiled_host * 1e6:15.1f}{compiled_device * 1e6:9.1f}"
+              f"{eager_host * 1e6:13.1f}{eager_device * 1e6:9.1f}")
 
 
 def main() -> None:
