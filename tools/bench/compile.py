@@ -133,8 +133,9 @@ def host_and_device(fn, calls: int) -> tuple:
 
 
 def bound_by(cases: dict, calls: int, rounds: int) -> dict:
-    """case name -> (host, device) seconds per call for compiled and eager
-    openreg, each the median over rounds taken as sample_rounds takes them."""
+    """case name -> compiled -> (host, device) seconds per call of openreg,
+    each the median over rounds in which compiled and eager take turns going
+    first, every case in each round."""
     taken = {name: {compiled: [] for compiled in (True, False)} for name in cases}
     for round_index in range(rounds):
         for name, fns in cases.items():
