@@ -115,7 +115,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   c10::StreamGuard onComm(*comm_);
   CollectiveName name{collective.op, seq, group_};
   auto body = [transport = transport_, failure = failure_, name, run = std::move(collective.body),
-               timeout = collective.timeout](std::vector<at::Tensor>& views) {
+               timeout = collective.timeout, counted = !collective.pointToPoint](std::vector<at::Tensor>& views) {
     // A failure belongs to the group, not to the device: it is recorded
     // and the kernel returns normally, so other groups' collectives and
     // ordinary compute on this device go on. The group's later kernels
@@ -123,6 +123,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
     if (failure->failed()) return;
     try {
       run(*transport, name, views, timeout);
+      if (counted) transport->ended(name);
     } catch (const c10::Error& e) {
       failure->record(namedFailure(name, e.what_without_backtrace()));
     } catch (const std::exception& e) {

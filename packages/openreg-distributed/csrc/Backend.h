@@ -26,6 +26,12 @@ namespace occl {
 using TransportFactory = std::function<std::shared_ptr<Transport>(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)>;
 
+// What runs inside a collective's kernel: the transport, the collective's
+// name, the host views of the launched tensors (inputs, then outputs), the
+// timeout.
+using CollectiveBody = std::function<void(Transport&, const CollectiveName&, std::vector<at::Tensor>&,
+                                          std::chrono::milliseconds)>;
+
 class OcclBackend final : public c10d::Backend {
  public:
   OcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
@@ -101,10 +107,7 @@ class OcclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // What runs inside the kernel: the transport, the collective's name, the
-  // host views of the launched tensors (inputs, then outputs), the timeout.
-  using Body = std::function<void(Transport&, const CollectiveName&, std::vector<at::Tensor>&,
-                                  std::chrono::milliseconds)>;
+  using Body = CollectiveBody;
   // One collective as the collectives describe it to launch().
   struct Collective {
     const char* op;
