@@ -87,7 +87,8 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
 // the caching allocator does not hand their memory to other work before
 // the collective ends even if the caller drops them. Work::wait() makes
 // the caller's stream wait on an event recorded after the kernel; the
-// future is completed the same way, stream-ordered.
+// future is completed, stream-ordered, once the kernel has ended, with the
+// outputs or the group's failure (Completion.h).
 // LITERALINCLUDE START: OCCL_LAUNCH
 c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -114,8 +115,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   if (launched.empty()) launched.push_back(at::empty({0}, at::TensorOptions().device(device)));  // barrier
   c10::StreamGuard onComm(*comm_);
   CollectiveName name{collective.op, seq, group_};
+  auto succeeded = std::make_shared<std::atomic<bool>>(false);
   auto body = [transport = transport_, failure = failure_, name, run = std::move(collective.body),
-               timeout = collective.timeout](std::vector<at::Tensor>& views) {
+               timeout = collective.timeout, counted = !collective.pointToPoint,
+               succeeded](std::vector<at::Tensor>& views) {
     // A failure belongs to the group, not to the device: it is recorded
     // and the kernel returns normally, so other groups' collectives and
     // ordinary compute on this device go on. The group's later kernels
@@ -123,6 +126,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
     if (failure->failed()) return;
     try {
       run(*transport, name, views, timeout);
+      if (counted) transport->ended(name);
+      succeeded->store(true);
     } catch (const c10::Error& e) {
       failure->record(namedFailure(name, e.what_without_backtrace()));
     } catch (const std::exception& e) {
@@ -137,7 +142,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   end->record(*comm_);
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                          std::vector<c10::Device>{device});
-  future->markCompleted(c10::IValue(collective.outputs));  // records its own event on the comm stream
+  completion_.add(*comm_, future, collective.outputs, succeeded);
+  lastSucceeded_ = succeeded;
   if (coalescing_) coalescedOutputs_.insert(coalescedOutputs_.end(), collective.outputs.begin(), collective.outputs.end());
   return c10::make_intrusive<OcclWork>(getRank(), collective.type, seq, device, std::move(end), collective.outputs,
                                        future, failure_, collective.source, collective.blocksHost);
@@ -169,10 +175,9 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::endCoalescing() {
   end->record(*comm_);
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                          std::vector<c10::Device>{*device_});
-  {
-    c10::StreamGuard onComm(*comm_);
-    future->markCompleted(c10::IValue(coalescedOutputs_));
-  }
+  // A failure in the batch stops the group's later kernels, so the last
+  // one's outcome is the batch's.
+  completion_.add(*comm_, future, coalescedOutputs_, lastSucceeded_);
   // Named after the last collective it holds (seq_ already counts it).
   uint64_t last = seq_ > 0 ? seq_ - 1 : 0;
   return c10::make_intrusive<OcclWork>(getRank(), c10d::OpType::COALESCED, last, *device_, std::move(end),
@@ -203,7 +208,14 @@ void OcclBackend::shutdown() {
   // A failed group skips the final meeting: its peers are gone or out of step.
   auto wait = failure_->failed() ? std::chrono::milliseconds(0)
                                  : std::min(timeout_, std::chrono::milliseconds(kLongestDestroyWaitMs));
+  completion_.stop();
   transport_->shutdown(CollectiveName{"destroy", seq_, group_}, wait);
+}
+
+void OcclBackend::abort() {
+  transport_->abort();
+  failure_->record("occl: group '" + group_ + "' was aborted");
+  shutdown();
 }
 
 }  // namespace occl

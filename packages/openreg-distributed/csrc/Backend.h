@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "Completion.h"
 #include "Transport.h"
 #include "Work.h"
 
@@ -25,6 +26,12 @@ namespace occl {
 // Makes the transport of a group (a new one for each split).
 using TransportFactory = std::function<std::shared_ptr<Transport>(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)>;
+
+// What runs inside a collective's kernel: the transport, the collective's
+// name, the host views of the launched tensors (inputs, then outputs), the
+// timeout.
+using CollectiveBody = std::function<void(Transport&, const CollectiveName&, std::vector<at::Tensor>&,
+                                          std::chrono::milliseconds)>;
 
 class OcclBackend final : public c10d::Backend {
  public:
@@ -56,7 +63,9 @@ class OcclBackend final : public c10d::Backend {
   // rank's shared memory (they destroy the group too).
   void shutdown() override;
   static constexpr int64_t kLongestDestroyWaitMs = 10000;
-  void abort() override { shutdown(); }
+  // As shutdown, but at once: the collectives in flight fail now instead of
+  // waiting for their peers (the IPC transport; gloo's end at its timeout).
+  void abort() override;
 
   // The collectives of c10d::Backend (Collectives.cpp).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -101,10 +110,7 @@ class OcclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // What runs inside the kernel: the transport, the collective's name, the
-  // host views of the launched tensors (inputs, then outputs), the timeout.
-  using Body = std::function<void(Transport&, const CollectiveName&, std::vector<at::Tensor>&,
-                                  std::chrono::milliseconds)>;
+  using Body = CollectiveBody;
   // One collective as the collectives describe it to launch().
   struct Collective {
     const char* op;
@@ -135,6 +141,8 @@ class OcclBackend final : public c10d::Backend {
   TransportFactory makeTransport_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<GroupFailure> failure_ = std::make_shared<GroupFailure>();
+  Completion completion_{failure_};    // completes the collectives' futures
+  std::shared_ptr<std::atomic<bool>> lastSucceeded_;  // set by the last kernel queued, once it succeeds
   std::optional<c10::Device> device_;  // bound by the first collective
   std::optional<c10::Stream> comm_;    // the comm stream on device_
   uint64_t seq_ = 0;                   // collectives queued so far

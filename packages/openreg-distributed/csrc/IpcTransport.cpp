@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace occl {
 
@@ -16,24 +17,27 @@ namespace occl {
 // Each rank owns one device buffer, its mailbox, exported once with
 // orIpcGetMemHandle; peers open it once (orIpcOpenMemHandle) and keep it
 // open. A collective is: copy this rank's contribution into its mailbox,
-// post a record (the mailbox handle and where the bytes are) to the store,
-// wait for every rank's record, then read the peers' mailboxes directly.
-// The mailbox has two halves and collective seq writes half seq % 2: a rank
-// starting collective seq has seen every rank post seq - 1, so every rank
-// has finished reading half seq % 2 (written at seq - 2). No "done" round
-// trip is needed. Growing the mailbox happens on the host (a kernel may not
-// allocate or free device memory); the outgrown one stays allocated until
-// shutdown, since a peer may still be reading it.
-// Sends use per-(peer, tag) slots instead: a slot is reused once the
-// receiver has posted that it is done with it, so a send never waits for
-// its receiver.
+// post where the bytes are through the control block (no store round trip:
+// Note [The control block]), wait for every rank's, then read the peers'
+// mailboxes directly. The mailbox has two halves and collective seq writes
+// half seq % 2: a rank starting collective seq has seen every rank arrive
+// at seq - 1, so every rank has finished reading half seq % 2 (written at
+// seq - 2). No "done" step is needed. Growing the mailbox happens on the
+// host (a kernel may not allocate or free device memory); the outgrown one
+// stays allocated until shutdown, since a peer may still be reading it.
+// An algorithm may skip the mailbox and read the peers' tensors where they
+// lie (meetInPlace); it then owes the peers a last meeting before its
+// tensors change again (fast/IpcAllreduce.cpp).
+// Sends use per-(peer, tag) slots announced through the store instead: a
+// slot is reused once the receiver has posted that it is done with it, so
+// a send never waits for its receiver.
 
 namespace {
 
-std::string toHex(const orIpcMemHandle_t& handle) {
+std::string toHex(const std::string& handle) {
   static const char* digits = "0123456789abcdef";
   std::string out;
-  for (char c : handle.reserved) {
+  for (char c : handle) {
     auto byte = static_cast<unsigned char>(c);
     out += digits[byte >> 4];
     out += digits[byte & 15];
@@ -41,12 +45,17 @@ std::string toHex(const orIpcMemHandle_t& handle) {
   return out;
 }
 
-orIpcMemHandle_t fromHex(const std::string& hex) {
+std::string fromHex(const std::string& hex) {
+  TORCH_CHECK(hex.size() == 2 * OR_IPC_HANDLE_SIZE, "occl: malformed IPC handle in the store");
+  std::string handle(OR_IPC_HANDLE_SIZE, '\0');
+  for (size_t i = 0; i < handle.size(); ++i) handle[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return handle;
+}
+
+orIpcMemHandle_t handleOf(const std::string& bytes) {
   orIpcMemHandle_t handle;
-  TORCH_CHECK(hex.size() == 2 * sizeof(handle.reserved), "occl: malformed IPC handle in the store");
-  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
-    handle.reserved[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  }
+  TORCH_CHECK(bytes.size() == sizeof(handle.reserved), "occl: malformed IPC handle");
+  std::memcpy(handle.reserved, bytes.data(), bytes.size());
   return handle;
 }
 
@@ -61,6 +70,7 @@ at::Tensor hostBytes(void* device, int64_t offset, int64_t bytes) {
 IpcTransport::IpcTransport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
     : rank_(rank),
       size_(size),
+      control_(store->clone(), rank, size),
       kernelSide_(store->clone(), rank, size, "occl/ipc"),
       hostSide_(store->clone(), rank, size, "occl/ipc") {}
 
@@ -72,12 +82,13 @@ SharedBuffer IpcTransport::allocate(int64_t bytes) {
   openreg::check(orMalloc(&buffer.device, static_cast<size_t>(bytes)));
   orIpcMemHandle_t handle;
   openreg::check(orIpcGetMemHandle(&handle, buffer.device));
-  buffer.handle = toHex(handle);
+  buffer.handle.assign(handle.reserved, sizeof(handle.reserved));
   return buffer;
 }
 
 void IpcTransport::reserve(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  control_.allocate();
   int64_t half = mailbox_.bytes / 2;
   if (bytes <= half) return;
   half = std::max<int64_t>({bytes, 2 * half, 1 << 16});
@@ -115,7 +126,7 @@ at::Tensor IpcTransport::peerBytes(const CollectiveName& name, int peer, const s
     auto found = opened_.find(handle);
     if (found == opened_.end()) {
       void* device = nullptr;
-      openreg::check(orIpcOpenMemHandle(&device, fromHex(handle), 0));
+      openreg::check(orIpcOpenMemHandle(&device, handleOf(handle), 0));
       found = opened_.emplace(handle, device).first;
     }
     return hostBytes(found->second, offset, bytes);
@@ -136,28 +147,54 @@ Contributions IpcTransport::exchange(const CollectiveName& name, const Contribut
     std::lock_guard<std::mutex> lock(mutex_);
     mailbox = mailbox_;
   }
-  int64_t bytes = packedBytes(mine.tensors);
-  int64_t offset = (name.seq % 2) * (mailbox.bytes / 2);
-  if (bytes > 0) packInto(hostBytes(mailbox.device, offset, bytes), mine.tensors);
-  std::string record = joinFields({mine.signature, joinInts(mine.extras), mailbox.handle, std::to_string(offset),
-                                   std::to_string(bytes)});
-  std::vector<std::string> records = kernelSide_.meet(name, record, timeout);
+  Share share{mine.signature, mine.extras, mailbox.handle};
+  share.bytes = packedBytes(mine.tensors);
+  share.offset = (name.seq % 2) * (mailbox.bytes / 2);
+  if (share.bytes > 0) packInto(hostBytes(mailbox.device, share.offset, share.bytes), mine.tensors);
+  std::vector<Share> shares = control_.meet(name, share, timeout);
   Contributions all;
   for (int r = 0; r < size_; ++r) {
-    std::vector<std::string> fields = splitFields(records[r]);
-    fields.resize(5);
-    all.extras.push_back(splitInts(fields[1]));
-    int64_t theirOffset = std::stoll(fields[3]), theirBytes = std::stoll(fields[4]);
+    all.extras.push_back(shares[r].extras);
     if (r == rank_) {
-      all.bytes.push_back(hostBytes(mailbox.device, offset, bytes));
+      all.bytes.push_back(hostBytes(mailbox.device, share.offset, share.bytes));
     } else {
-      all.bytes.push_back(theirBytes ? peerBytes(name, r, fields[2], theirOffset, theirBytes)
-                                     : at::empty({0}, at::kByte));
+      all.bytes.push_back(shares[r].bytes ? peerBytes(name, r, shares[r].memory, shares[r].offset, shares[r].bytes)
+                                          : at::empty({0}, at::kByte));
     }
   }
   return all;
 }
 // LITERALINCLUDE END: OCCL_IPC_EXCHANGE
+
+std::optional<Share> IpcTransport::locate(const at::Tensor& deviceTensor) {
+  void* device = deviceTensor.data_ptr();
+  orPointerAttributes attributes;
+  orIpcMemHandle_t handle;
+  if (orPointerGetAttributes(&attributes, device) != orSuccess || attributes.type != orMemoryTypeDevice ||
+      orIpcGetMemHandle(&handle, device) != orSuccess) {
+    (void)orGetLastError();  // not exportable (memory opened from a peer): the caller takes the mailbox
+    return std::nullopt;
+  }
+  Share where;
+  where.memory.assign(handle.reserved, sizeof(handle.reserved));
+  where.offset = static_cast<char*>(device) - static_cast<char*>(attributes.base);
+  where.bytes = static_cast<int64_t>(deviceTensor.nbytes());
+  return where;
+}
+
+std::vector<at::Tensor> IpcTransport::meetInPlace(const CollectiveName& name, const std::string& signature,
+                                                  const at::Tensor& view, const Share& where,
+                                                  std::chrono::milliseconds timeout) {
+  Share mine = where;
+  mine.signature = signature;
+  std::vector<Share> shares = control_.meet(name, mine, timeout);
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < size_; ++r) {
+    all.push_back(r == rank_ ? at::from_blob(view.data_ptr(), {where.bytes}, at::kByte)
+                             : peerBytes(name, r, shares[r].memory, shares[r].offset, shares[r].bytes));
+  }
+  return all;
+}
 
 std::string IpcTransport::channelKey(int src, int dst, int tag, int64_t message) const {
   return "p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" + std::to_string(tag) + "/" +
@@ -178,7 +215,7 @@ void IpcTransport::send(const CollectiveName& name, const at::Tensor& tensor, in
   int64_t bytes = static_cast<int64_t>(tensor.nbytes());
   if (bytes > 0) packInto(hostBytes(slot->buffer.device, 0, bytes), {tensor});
   std::string signature = std::string(c10::toString(tensor.scalar_type())) + "[" + std::to_string(tensor.numel()) + "]";
-  kernelSide_.post(channelKey(rank_, dst, tag, message), joinFields({signature, slot->buffer.handle,
+  kernelSide_.post(channelKey(rank_, dst, tag, message), joinFields({signature, toHex(slot->buffer.handle),
                                                                      std::to_string(bytes)}));
 }
 
@@ -202,30 +239,47 @@ int IpcTransport::recv(const CollectiveName& name, const at::Tensor& into, int s
   }
   int64_t bytes = std::stoll(fields[2]);
   if (bytes > 0) {
-    into.view(-1).copy_(unpack(peerBytes(name, from, fields[1], 0, bytes), 0, into.scalar_type(), {into.numel()}));
+    into.view(-1).copy_(unpack(peerBytes(name, from, fromHex(fields[1]), 0, bytes), 0, into.scalar_type(), {into.numel()}));
   }
   kernelSide_.post(channelKey(from, rank_, tag, received_[{from, tag}]++) + "/done", "");
   return from;
 }
 
+void IpcTransport::waitForReceivers(std::chrono::milliseconds wait) {
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  for (auto& [key, channel] : channels_) {
+    auto [dst, tag] = key;
+    for (auto& slot : channel.slots) {
+      if (slot->lastMessage < 0) continue;
+      std::string done = channelKey(rank_, dst, tag, slot->lastMessage) + "/done";
+      try {
+        while (!control_.aborted() && !hostSide_.consume(done) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      } catch (const std::exception&) {
+        return;  // the store is gone with the peers: nobody is left to read
+      }
+      slot->lastMessage = -1;
+    }
+  }
+}
+
 void IpcTransport::shutdown(const CollectiveName& last, std::chrono::milliseconds wait) {
   if (shutDown_) return;
   shutDown_ = true;
-  // A peer may still be reading this rank's mailbox or send slots for the
-  // last collective (it finishes after us): meet once more before freeing.
-  // Bounded: a peer that never comes costs `wait`, then we free anyway (a
-  // peer that already opened the memory keeps it alive: see orFree).
-  bool exported = mailbox_.device != nullptr || !channels_.empty();
-  if (exported && wait.count() > 0) {
-    try {
-      hostSide_.meet(last, "destroy", wait);
-    } catch (const std::exception&) {
-    }
+  // A peer that has opened this rank's memory keeps it alive (orFree defers
+  // to the last importer's close), but one still behind in the last
+  // collective may have yet to open it, and a message not yet received
+  // would be lost: wait for both, through shared memory (no store meeting).
+  if (wait.count() > 0) {
+    control_.awaitPeersFinished(last.seq, wait);
+    waitForReceivers(wait);
   }
   // Errors are ignored: nothing is left to report them to, and the process
   // is leaving the group whatever happens.
   for (auto& [handle, device] : opened_) (void)orIpcCloseMemHandle(device);
   opened_.clear();
+  control_.release();
   std::vector<SharedBuffer> owned = retired_;
   if (mailbox_.device) owned.push_back(mailbox_);
   for (auto& [key, channel] : channels_) {

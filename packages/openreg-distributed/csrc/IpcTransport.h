@@ -12,9 +12,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ControlBlock.h"
 #include "Rendezvous.h"
 #include "Transport.h"
 
@@ -24,7 +26,7 @@ namespace occl {
 struct SharedBuffer {
   void* device = nullptr;
   int64_t bytes = 0;
-  std::string handle;  // orIpcMemHandle_t as hex, for store records
+  std::string handle;  // the bytes of its orIpcMemHandle_t
 };
 
 class IpcTransport final : public Transport {
@@ -43,6 +45,22 @@ class IpcTransport final : public Transport {
   int recv(const CollectiveName& name, const at::Tensor& into, int src, int tag,
            std::chrono::milliseconds timeout) override;
   void shutdown(const CollectiveName& last, std::chrono::milliseconds wait) override;
+  void ended(const CollectiveName& name) override { control_.finished(name); }
+  void abort() override { control_.abort(); }
+
+  // For algorithms that work on the ranks' tensors where they lie
+  // (fast/IpcAllreduce.cpp).
+  int rank() const { return rank_; }
+  // Host: where a device tensor lies, for the peers (Share::memory and
+  // offset), or nothing if the runtime cannot export its memory.
+  std::optional<Share> locate(const at::Tensor& deviceTensor);
+  // Kernel: meets the peers, each bringing the tensor `where` locates
+  // (view is this rank's host view of it), and returns every rank's bytes
+  // in rank order, writable. The caller leaves through control()
+  // (ControlBlock::leave) before its kernel ends.
+  std::vector<at::Tensor> meetInPlace(const CollectiveName& name, const std::string& signature, const at::Tensor& view,
+                                      const Share& where, std::chrono::milliseconds timeout);
+  ControlBlock& control() { return control_; }
 
  private:
   // A send slot: a buffer and the message number last written into it.
@@ -61,17 +79,21 @@ class IpcTransport final : public Transport {
   at::Tensor peerBytes(const CollectiveName& name, int peer, const std::string& handle, int64_t offset,
                        int64_t bytes);
   std::string channelKey(int src, int dst, int tag, int64_t message) const;
+  // Bounded by wait: until every message sent has been received (the
+  // receiver reads it from our memory).
+  void waitForReceivers(std::chrono::milliseconds wait);
 
   int rank_;
   int size_;
-  Rendezvous kernelSide_;             // used by the comm stream only
-  Rendezvous hostSide_;               // used by the host thread only
+  ControlBlock control_;              // collectives meet here
+  Rendezvous kernelSide_;             // messages, used by the comm stream only
+  Rendezvous hostSide_;               // messages, used by the host thread only
   std::mutex mutex_;                  // guards mailbox_ and channels_ between host and kernel
   SharedBuffer mailbox_;              // two halves: collective seq writes half seq % 2
   std::vector<SharedBuffer> retired_; // outgrown mailboxes, still open in peers until shutdown
   std::map<std::pair<int, int>, Channel> channels_;  // (dst, tag)
   std::map<std::pair<int, int>, int64_t> received_;  // (src, tag) -> next message number
-  std::map<std::string, void*> opened_;              // peer handle -> our mapping
+  std::map<std::string, void*> opened_;              // peer allocation's handle -> our mapping
   bool shutDown_ = false;
 };
 

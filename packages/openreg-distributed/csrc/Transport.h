@@ -78,10 +78,19 @@ class Transport {
                     std::chrono::milliseconds timeout) = 0;
   virtual int recv(const CollectiveName& name, const at::Tensor& into, int src, int tag,
                    std::chrono::milliseconds timeout) = 0;
+  // Kernel, after a collective's body returned on this rank: what the
+  // transport lent its peers for it may be freed once they have ended it
+  // too. A transport that frees nothing a peer reads does nothing here.
+  virtual void ended(const CollectiveName& name) {}
+  // Any thread, at any time: the calls in flight and every later one fail
+  // at once instead of waiting for peers (abort, destroy of a group whose
+  // collective cannot complete). A transport whose engine cannot be
+  // interrupted lets its calls end at their timeout.
+  virtual void abort() {}
   // Called on the host once the comm stream is idle: release everything.
-  // `last` names a final meeting the transport may hold first, waiting at
-  // most `wait`, so that no peer still reads what it frees (zero: do not
-  // wait, the group failed).
+  // A transport whose peers may still need this rank's memory (a message
+  // not yet received) waits for them first, at most `wait` (zero: do not
+  // wait, the group failed or was aborted). `last` names the group's end.
   virtual void shutdown(const CollectiveName& last, std::chrono::milliseconds wait) = 0;
 };
 

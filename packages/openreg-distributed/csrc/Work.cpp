@@ -18,6 +18,11 @@ void GroupFailure::check() const {
   TORCH_CHECK(message_.empty(), message_);
 }
 
+std::string GroupFailure::message() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return message_;
+}
+
 bool GroupFailure::failed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return !message_.empty();

@@ -25,6 +25,7 @@ class GroupFailure {
   // Throws c10::Error with the recorded message, if there is one.
   void check() const;
   bool failed() const;
+  std::string message() const;
 
  private:
   mutable std::mutex mutex_;
@@ -45,7 +46,8 @@ class OcclWork final : public c10d::Work {
   //   it throws if the group has already seen a failure.
   // - synchronize() blocks the host until the collective ends and throws
   //   the group's failure if it (or an earlier collective) failed.
-  // - getFuture() is completed, stream-ordered, with result().
+  // - getFuture() is completed, stream-ordered, with result() once the
+  //   collective has ended, or with its error (Completion.h).
   bool isCompleted() override;
   bool isSuccess() const override;
   bool wait(std::chrono::milliseconds timeout) override;

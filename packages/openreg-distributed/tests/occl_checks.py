@@ -118,6 +118,36 @@ def check_all_reduce(rank, world, key, dtypes):
     return cases
 
 
+# Large enough for the in-place allreduce over IPC (fast/IpcAllreduce.cpp
+# takes tensors of 256 KiB and more), and an odd number of elements so the
+# ranks' chunks differ in length.
+LARGE_SHAPE = (1001, 301)
+
+
+def check_large_all_reduce(rank, world, key):
+    """all_reduce of tensors large enough for the in-place path: against
+    gloo on CPU, bit-identical on every rank, and twice on the same tensor
+    (the peers' opened memory is reused) after it changed."""
+    group = _group(key)
+    if group is None:
+        return None
+    cases = 0
+    for dtype, ops in (("float32", ["SUM", "AVG", "MAX", "PREMUL_SUM"]), ("bfloat16", ["SUM"]), ("int64", ["SUM"]),
+                       ("bool", ["BOR"])):
+        device = torch.empty(LARGE_SHAPE, dtype=DTYPES[dtype], device="openreg")
+        for op in ops:
+            cpu = sample(rank, LARGE_SHAPE, dtype, salt=cases)
+            device.copy_(cpu)  # the same allocation each time
+            dist.all_reduce(device, op=_op(op, world), group=group)
+            _assert_same(device, _reference_allreduce(cpu, op, group), f"large all_reduce {op} {dtype}")
+            mine = device.cpu().view(torch.uint8) if dtype != "bool" else device.cpu().to(torch.uint8)
+            everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+            dist.all_gather(everyone, mine, group=group)
+            assert all(torch.equal(theirs, mine) for theirs in everyone), f"ranks differ after {op} {dtype}"
+            cases += 1
+    return cases
+
+
 def check_broadcast_and_reduce(rank, world, key, dtypes):
     group = _group(key)
     if group is None:
@@ -329,7 +359,7 @@ def check_split(rank, world, key):
         world_group.bound_device_id = None
     backend = pair._get_backend(torch.device("openreg"))
     t = torch.full((6,), float(rank), device="openreg")
-    dist.all_reduce(t, group=pair)
+    dist.all_reduce(t, group=pair, async_op=True).synchronize()  # a failure raises here, naming itself
     partner = rank ^ 1
     assert torch.equal(t.cpu(), torch.full((6,), float(rank + partner))), t.cpu()
     transport = backend.transport

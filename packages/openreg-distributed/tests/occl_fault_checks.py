@@ -15,12 +15,15 @@ import torch
 import torch.distributed as dist
 
 TIMEOUT = timedelta(seconds=3)
+# For the groups that are aborted or destroyed while a collective waits: an
+# abort that returns well before this proves it did not wait for it.
+LONG_TIMEOUT = timedelta(seconds=60)
 
 
-def _group(device: int, transport: str):
+def _group(device: int, transport: str, timeout: timedelta = TIMEOUT):
     os.environ["OCCL_TRANSPORT"] = transport
     try:
-        return dist.new_group([0, 1], backend="cpu:gloo,openreg:occl", timeout=TIMEOUT)
+        return dist.new_group([0, 1], backend="cpu:gloo,openreg:occl", timeout=timeout)
     finally:
         del os.environ["OCCL_TRANSPORT"]
 
@@ -38,7 +41,8 @@ def make_fault_groups(rank, world):
     global GROUPS
     GROUPS = {name: _group(device, transport) for name, device, transport in (
         ("mismatch", 0, "ipc"), ("healthy", 0, "ipc"), ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"),
-        ("killed", 3, "ipc"))}
+        ("killed", 3, "ipc"), ("future", 1, "ipc"))}
+    GROUPS["abort"] = _group(2, "ipc", LONG_TIMEOUT)
     return True
 
 
@@ -48,14 +52,24 @@ def _device_memory():
     return torch.openreg.mem_get_info()[0], torch.openreg.memory_allocated()
 
 
+def _let_go(group, small):
+    """Until the group's completion thread has let go of the tensors of its
+    earlier collectives: it completes their futures in order, so once the
+    future of one more collective (on small, which the caller keeps) is
+    done, every earlier one has been completed and dropped."""
+    dist.all_reduce(small, group=group, async_op=True).get_future().wait()
+
+
 def mismatched_shapes(rank, world):
     """A failed collective on one group leaves device 0 usable: tensor ops
     and a collective of another group on it still work, and destroying the
     failed group returns its device memory."""
     torch.openreg.set_device(0)
+    flush = torch.ones(1, device="openreg")  # kept throughout: in both measurements
     healthy = torch.ones(4, device="openreg")
     dist.all_reduce(healthy, group=GROUPS["healthy"])  # its own memory, made before the baseline
     del healthy
+    _let_go(GROUPS["healthy"], flush)
     before = _device_memory()
     group = GROUPS["mismatch"]
     t = torch.ones(4 + rank, device="openreg")
@@ -67,6 +81,7 @@ def mismatched_shapes(rank, world):
     dist.all_reduce(healthy, group=GROUPS["healthy"])
     healthy_values = healthy.cpu().tolist()
     del t, healthy, work  # the work holds its outputs
+    _let_go(GROUPS["healthy"], flush)
     dist.destroy_process_group(group)
     dist.all_reduce(torch.zeros(1))  # both ranks destroyed it: the peer closed our memory
     after = _device_memory()
@@ -91,24 +106,53 @@ def absent_rank(rank, world, name, device):
     return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
 
 
-def _record_posted(group, rank: int) -> bool:
-    """Rank's record of the group's first collective is in the store: the
-    rank is inside the collective (see Rendezvous::meet's keys)."""
-    _, group_store = dist.distributed_c10d._world.pg_map[group]
-    return dist.PrefixStore("openreg/", group_store).check(["occl/ipc/0/" + str(rank)])
+def failed_future(rank, world):
+    """Rank 1 never calls the collective: the work's future completes with
+    the error, and so does a callback chained on it, as DDP's
+    communication hooks are."""
+    torch.openreg.set_device(1)
+    group = GROUPS["future"]
+    if rank == 1:
+        return "skipped"
+    t = torch.ones(4, device="openreg")
+    future = dist.all_reduce(t, group=group, async_op=True).get_future()
+    chained = future.then(lambda done: done.value()[0] * 2)
+    return _failure(future.wait), _failure(chained.wait)
+
+
+def aborted(rank, world):
+    """Rank 0 aborts a group whose collective waits for rank 1, which never
+    calls it: the abort returns without waiting for the group's timeout,
+    the work and its future report it, and the device memory the group
+    took returns."""
+    torch.openreg.set_device(2)
+    group = GROUPS["abort"]
+    if rank == 1:
+        return "skipped"
+    before = _device_memory()
+    t = torch.ones(1 << 18, device="openreg")  # 1 MiB: the in-place allreduce, which locates t for the peer
+    work = dist.all_reduce(t, group=group, async_op=True)
+    abort_took = _timed_failure(lambda: dist.distributed_c10d._abort_process_group(group))
+    seen, future_seen = _failure(work.synchronize), _failure(work.get_future().wait)
+    del t, work
+    return {"abort": abort_took, "seen": seen, "future": future_seen, "memory": (before, _device_memory())}
 
 
 def killed_rank(rank, world):
-    """Rank 1 enters the collective (its record is in the store) and is
-    killed there; rank 0 then joins it and must fail, naming rank 1."""
+    """Both ranks run one collective (so each has mapped the other's control
+    block), then rank 1 is killed; rank 0 queues the next collective and
+    must fail, naming rank 1 as exited, without waiting for the whole
+    timeout. (A rank killed after it arrived at a collective is survived:
+    its shared bytes stay readable until its peers close them.)"""
     torch.openreg.set_device(3)
     group = GROUPS["killed"]
+    before = _device_memory()
     t = torch.ones(4, device="openreg")
+    dist.all_reduce(t, group=group)
+    assert t.cpu().tolist() == [2.0] * 4
     if rank == 1:
-        dist.all_reduce(t, group=group, async_op=True)
-        deadline = time.monotonic() + 30
-        while not _record_posted(group, 1) and time.monotonic() < deadline:
-            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGKILL)
-    assert _record_posted(group, 1), "rank 1 died before it entered the collective"
-    return _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
+    seen, elapsed = _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
+    t = None  # freed before the memory is measured
+    destroyed = _timed_failure(lambda: dist.destroy_process_group(group))
+    return {"seen": seen, "elapsed": elapsed, "destroy": destroyed, "memory": (before, _device_memory())}

@@ -100,6 +100,10 @@ class Workers:
     def send_only(self, rank: int, fn, *args) -> None:
         self.connections[rank].send((fn, args))
 
+    def collect(self, what: str, ranks, timeout_s: float = 60.0) -> list:
+        """The results of what send_only started on ranks, in rank order."""
+        return self._collect(timeout_s, what, ranks)
+
     def close(self, timeout_s: float = 30.0) -> None:
         try:
             for connection in self.connections:

@@ -26,6 +26,11 @@ def test_all_reduce_every_op_and_dtype(ranks, group):
 
 
 @pytest.mark.parametrize("group", GROUPS, ids=IDS)
+def test_large_all_reduce(ranks, group):
+    assert _ran(ranks.run(checks.check_large_all_reduce, group), group[1]) == 7
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=IDS)
 def test_broadcast_and_reduce(ranks, group):
     assert _ran(ranks.run(checks.check_broadcast_and_reduce, group, ALL_DTYPES), group[1]) == len(ALL_DTYPES)
 

@@ -52,13 +52,45 @@ def test_a_rank_that_never_joins_fails_the_others(pair, name, device):
     assert elapsed < NO_HANG_S, f"the failure took {elapsed:.1f} s"
 
 
-def test_a_rank_killed_inside_the_collective_fails_the_others(pair):
+def test_a_failed_collective_completes_its_future_with_the_error(pair):
+    (future_seen, chained_seen), skipped = pair.run(checks.failed_future)
+    assert skipped == "skipped"
+    for seen in (future_seen, chained_seen):
+        assert "allreduce #0 in group" in seen and "did not complete within 3000 ms" in seen, seen
+        assert "rank(s) that did not join: 1" in seen, seen
+
+
+def test_abort_returns_at_once_and_frees_the_group(pair):
+    result, skipped = pair.run(checks.aborted)
+    assert skipped == "skipped"
+    error, took = result["abort"]
+    assert error == "no error", error
+    # The collective waits for rank 1 for up to 60 s; the abort ends it.
+    assert took < checks.LONG_TIMEOUT.total_seconds() / 4, f"abort took {took:.1f} s"
+    for seen in (result["seen"], result["future"]):
+        assert "was aborted" in seen, seen
+    before, after = result["memory"]
+    assert before == after, f"device memory before the group {before}, after aborting it {after}"
+
+
+# Last: it kills rank 1 of the pool.
+def test_a_killed_rank_fails_the_others_before_the_timeout(pair):
     pair.send_only(1, checks.killed_rank)
+    pair.send_only(0, checks.killed_rank)
     pair.processes[1].join(40)
     assert pair.processes[1].exitcode == -9, "rank 1 was not killed inside the collective"
-    ((seen, elapsed),) = pair.run(checks.killed_rank, ranks=[0])
-    # Its record is in the store, so rank 0 meets it, then cannot read
-    # the dead rank's device memory.
-    assert "allreduce #0 in group" in seen, seen
-    assert "cannot read the shared device memory of rank 1" in seen, seen
+    (result,) = pair.collect("killed_rank", ranks=[0])
+    seen, elapsed = result["seen"], result["elapsed"]
+    # Rank 0 sees through rank 1's control block that it never arrived, and
+    # through its pid that it is gone: it fails without waiting for the
+    # timeout (checked by the message: a timeout says "did not complete").
+    assert "allreduce #1 in group" in seen, seen
+    assert "rank(s) that did not join: 1 (its process exited)" in seen, seen
+    assert "cannot complete" in seen and "did not complete within" not in seen, seen
     assert elapsed < NO_HANG_S, f"the failure took {elapsed:.1f} s"
+    # Destroying the group afterwards does not wait for the dead rank (nor
+    # for a timeout), and gives the group's device memory back.
+    assert result["destroy"][0] == "no error", result
+    assert result["destroy"][1] < NO_HANG_S, result
+    before, after = result["memory"]
+    assert before == after, f"device memory before the group {before}, after destroying it {after}"
