@@ -258,9 +258,8 @@ uint64_t Stream::enqueue(Op op) {
 // large kernel uses every core when the host waits, and one team serves the
 // whole process. Only one thread runs a stream's ops at a time (runMutex_).
 // A thread inside a kernel does not: its own stream's work could wait on it.
-// Every host wait for a stream's ops goes through here: synchronising the
-// stream or its device, a copy to or from pageable memory (which waits for
-// its own op), an event's synchronisation, a launch into a full ring.
+// Every host wait for a stream's ops comes here: synchronising a stream or
+// device, a pageable copy, an event's synchronisation, a full ring.
 void Stream::synchronize(bool spin) { waitFor(lastEnqueued(), spin); }
 
 void Stream::waitFor(uint64_t seq, bool spin) {
