@@ -2,7 +2,7 @@
 only when a host thread that waits for the stream runs it (Note [Who runs
 queued work]) and its operands reach KERNEL_BYTES does it split its work
 across that thread's intra-op team, as on the CPU. The stream's worker never
-makes a team of its own."""
+makes a team of its own, nor does any host thread but the main one."""
 
 import os
 import threading
@@ -12,7 +12,7 @@ import torch
 import torch_openreg
 from torch.utils._python_dispatch import TorchDispatchMode
 
-KERNEL_BYTES = 256 << 10  # kParallelKernelBytes in csrc/runtime/KernelThreads.h
+KERNEL_BYTES = 256 << 10  # kParallelKernelBytes in csrc/fast/KernelThreads.h
 
 pytestmark = [
     pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a thread team of at least two"),
@@ -55,6 +55,39 @@ def test_a_waiting_host_runs_a_large_kernel_with_its_team(gate):
     assert not on_worker
     assert inside == team >= 2
     assert torch.get_num_threads() == team  # the host's own setting is back
+
+
+def test_a_waiting_thread_other_than_the_main_one_runs_a_large_kernel_alone(gate):
+    """Autograd's device thread, or a user's: a team of its own would be a
+    second team in the process, slowing the main thread's CPU work."""
+    seen = []
+
+    def run():
+        hold_current_stream(gate)
+        seen.append(threads_in_kernel(KERNEL_BYTES // 4, synchronize=True))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert seen == [(1, torch.get_num_threads(), False)]
+
+
+def test_backward_leaves_the_kernels_of_autograds_thread_alone(gate):
+    """Backward runs on autograd's thread for openreg; a launch into a full
+    queue runs queued kernels there. Probed: the kernel sees one thread."""
+    seen = []
+    weight = torch.randn(64, 64, device="openreg", requires_grad=True)
+
+    def probe(grad):
+        hold_current_stream(gate)
+        seen.append(threads_in_kernel(KERNEL_BYTES // 4, synchronize=True))
+        return grad
+
+    doubled = weight * 2
+    doubled.register_hook(probe)
+    doubled.sum().backward()
+    assert threading.current_thread() is threading.main_thread()
+    assert seen == [(1, torch.get_num_threads(), False)]
 
 
 def test_a_waiting_host_runs_a_small_kernel_alone(gate):

@@ -10,6 +10,8 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <torch_openreg/Kernel.h>
 
 #include <memory>
@@ -42,7 +44,12 @@ namespace {
 // when a host thread that waits for the stream runs it, with the host's own
 // team (Note [Who runs a fast kernel]). On the stream's worker a kernel
 // always runs alone: a team of the worker's would be a second team in the
-// process (Note [Who runs queued work] in the runtime's stream.cpp).
+// process (Note [Who runs queued work] in the runtime's stream.cpp). So does
+// a kernel on any host thread but the process's main thread, whose team the
+// program's own CPU work uses: autograd runs openreg's backward on a thread
+// of its own, and a team of that thread's, made when a launch into a full
+// queue ran the queue there, slowed CPU `a + a` after training 3-4 times and
+// a ResNet-18 step from 106 to 140 ms.
 struct KernelThreads {
   bool inKernel = false;
   bool mayUseTeam = false;  // a waiting host thread runs the kernel, not the worker
@@ -52,6 +59,8 @@ struct KernelThreads {
 };
 thread_local KernelThreads kernelThreads;
 // LITERALINCLUDE END: KERNEL_THREADS
+
+bool onMainThread() { return getpid() == static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // One thread for the kernel's CPU code, or back to the team outside it.
 void keepToThisThread(bool alone) {
@@ -75,7 +84,7 @@ KernelThreadsScope::KernelThreadsScope(bool onWorker) : outermost_(!kernelThread
   // A split reduction rounds differently from one on one thread, so which
   // thread runs a kernel would change its results in the last bits from
   // one run to the next; torch.use_deterministic_algorithms(True) rules it out.
-  state.mayUseTeam = !onWorker && !at::globalContext().deterministicAlgorithms();
+  state.mayUseTeam = !onWorker && onMainThread() && !at::globalContext().deterministicAlgorithms();
   state.operandBytes = 0;
   keepToThisThread(true);
 }
