@@ -60,7 +60,11 @@ struct KernelThreads {
 thread_local KernelThreads kernelThreads;
 // LITERALINCLUDE END: KERNEL_THREADS
 
-bool onMainThread() { return getpid() == static_cast<pid_t>(syscall(SYS_gettid)); }
+// Asked for every kernel a host thread runs: the system call is made once per thread.
+bool onMainThread() {
+  thread_local const bool isMain = getpid() == static_cast<pid_t>(syscall(SYS_gettid));
+  return isMain;
+}
 
 // One thread for the kernel's CPU code, or back to the team outside it.
 void keepToThisThread(bool alone) {
