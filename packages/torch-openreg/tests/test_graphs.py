@@ -60,14 +60,21 @@ def capture_training_step(trainer: Trainer, device: int = 0, stream: torch.Strea
     gradient accumulation then runs on that stream, the optimizer's state
     exists, and every operator has run once with its dtypes (the executor
     runs an operator's first call synchronously, which a capture refuses).
-    Then captures the step there."""
+    Then captures the step there. The side stream is joined both ways, as
+    CUDA's graph recipe does: it starts after the trainer's tensors were
+    written on the current stream, and replays on the current stream start
+    after the warm-up (without the joins the two streams race)."""
     graph = torch.accelerator.Graph()
-    with stream or torch.Stream(device=f"openreg:{device}"):
+    side = stream or torch.Stream(device=f"openreg:{device}")
+    current = torch.openreg.current_stream(device)
+    side.wait_stream(current)
+    with side:
         for _ in range(warmup_steps):
             trainer.step()
         graph.capture_begin()
         trainer.step()
         graph.capture_end()
+    current.wait_stream(side)
     return graph
 
 
@@ -130,6 +137,7 @@ def test_is_capturing_and_replay_onto_the_current_stream():
 def test_memory_statistics_return_to_baseline_after_reset():
     trainer = Trainer(build_mlp(), "openreg")
     stream = torch.Stream(device="openreg")
+    stream.wait_stream(torch.openreg.current_stream())  # the trainer's tensors were written there
     with stream:
         for _ in range(WARMUP_STEPS):  # gradients and momentum buffers: memory of the baseline
             trainer.step()
@@ -168,6 +176,7 @@ def capture_expecting_failure(illegal, match: str, mode: str = "default") -> Non
     stream = torch.Stream(device="openreg")
     graph = torch.accelerator.Graph(capture_error_mode=mode)
     x = torch.ones(4, device="openreg")
+    stream.wait_stream(torch.openreg.current_stream())  # x is filled there; y reads it below
     with stream:
         graph.capture_begin()
         x.add_(1)
