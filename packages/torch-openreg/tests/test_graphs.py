@@ -127,6 +127,7 @@ def test_is_capturing_and_replay_onto_the_current_stream():
         graph.capture_end()
     assert not stream.is_capturing()
     other = torch.Stream(device="openreg")
+    other.wait_stream(torch.openreg.current_stream())  # x was zeroed there
     with other:
         graph.replay()
     other.synchronize()
