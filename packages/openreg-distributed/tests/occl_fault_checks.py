@@ -142,15 +142,21 @@ def killed_rank(rank, world):
     """Both ranks run one collective (so each has mapped the other's control
     block), then rank 1 is killed; rank 0 queues the next collective and
     must fail, naming rank 1 as exited, without waiting for the whole
-    timeout. (A rank killed after it arrived at a collective is survived:
-    its shared bytes stay readable until its peers close them.)"""
+    timeout. Rank 1 dies only once rank 0 has its result: the first
+    collective's kernel opens rank 1's memory while it runs, and memory of a
+    process already killed cannot be opened (memory opened before the kill
+    stays readable), so an earlier kill fails that collective instead."""
     torch.openreg.set_device(3)
     group = GROUPS["killed"]
+    store = dist.distributed_c10d._get_default_store()
     before = _device_memory()
     t = torch.ones(4, device="openreg")
     dist.all_reduce(t, group=group)
     assert t.cpu().tolist() == [2.0] * 4
-    if rank == 1:
+    if rank == 0:
+        store.set("killed_rank/first_collective_read", "1")
+    else:
+        store.wait(["killed_rank/first_collective_read"])
         os.kill(os.getpid(), signal.SIGKILL)
     seen, elapsed = _timed_failure(lambda: dist.all_reduce(t, group=group, async_op=True).synchronize())
     t = None  # freed before the memory is measured
