@@ -70,6 +70,7 @@ py::dict activityToDict(const orActivity& a) {
   d["end_ns"] = a.endNs;
   d["correlation_id"] = a.correlationId;
   d["external_correlation_id"] = a.externalCorrelationId;
+  d["waited_for_correlation_id"] = a.waitedForCorrelationId;
   return d;
 }
 
@@ -281,6 +282,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("kernel_set_error_message", [](const std::string& message) {
     check(orKernelSetErrorMessage(message.c_str()));
   });
+  m.def("kernel_fail_stream", [](int code, const std::string& message) {
+    check(orKernelFailStream(static_cast<orError_t>(code), message.c_str()));
+  }, py::arg("code"), py::arg("message"), "Kernel only: fail the work ordered after this kernel (a stream error).");
 
   // Tracing
   m.def("trace_enable", [](bool on) { check(orTraceEnable(on ? 1 : 0)); });
@@ -294,6 +298,7 @@ PYBIND11_MODULE(_C, m) {
       if (n < 256) return out;
     }
   });
+  m.def("trace_get_dropped_count", [] { uint64_t n = 0; check(orTraceGetDroppedCount(&n)); return n; });
   m.def("trace_get_timestamp", [] { uint64_t ns = 0; check(orTraceGetTimestamp(&ns)); return ns; });
   m.def("trace_push_external_correlation_id", [](uint64_t id) { check(orTracePushExternalCorrelationId(id)); });
   m.def("trace_pop_external_correlation_id", [] {

@@ -50,10 +50,10 @@ bool parseSize(const char* text, size_t* out) {
   return false;
 }
 
-// OPENREG_LAUNCH_BLOCKING as users of CUDA_LAUNCH_BLOCKING write it: "1",
-// "true" or "yes" (any case, spaces trimmed) turn it on; "0", "false",
-// "no" or nothing leave it off; anything else warns and leaves it off.
-bool parseLaunchBlocking(const char* text) {
+// A switch such as OPENREG_LAUNCH_BLOCKING, as users of CUDA_LAUNCH_BLOCKING
+// write it: "1", "true" or "yes" (any case, spaces trimmed) turn it on; "0",
+// "false", "no" or nothing leave it off; anything else warns and leaves it off.
+bool parseSwitch(const char* name, const char* text) {
   std::string value(text);
   auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
   while (!value.empty() && blank(value.back())) value.pop_back();
@@ -63,10 +63,8 @@ bool parseLaunchBlocking(const char* text) {
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (value == "1" || value == "true" || value == "yes") return true;
   if (value.empty() || value == "0" || value == "false" || value == "no") return false;
-  std::fprintf(stderr,
-               "openreg warning: OPENREG_LAUNCH_BLOCKING=%s is not understood; launches stay "
-               "asynchronous (set it to 1, true or yes to make every launch synchronous)\n",
-               text);
+  std::fprintf(stderr, "openreg warning: %s=%s is not understood and leaves it off (set it to 1, true or yes to "
+               "switch it on)\n", name, text);
   return false;
 }
 
@@ -80,6 +78,7 @@ struct Config {
   int count = kDefaultDeviceCount;
   size_t capacity = kDefaultDeviceMemory;
   bool launchBlocking = false;
+  bool checkAliases = false;
   orError_t error = orSuccess;
   std::string message;
 };
@@ -109,7 +108,10 @@ Config readConfig() {
   size_t page = platformPageSize();
   config.capacity = (config.capacity + page - 1) / page * page;
   if (const char* text = std::getenv("OPENREG_LAUNCH_BLOCKING")) {
-    config.launchBlocking = parseLaunchBlocking(text);
+    config.launchBlocking = parseSwitch("OPENREG_LAUNCH_BLOCKING", text);
+  }
+  if (const char* text = std::getenv("OPENREG_CHECK_ALIASES")) {
+    config.checkAliases = parseSwitch("OPENREG_CHECK_ALIASES", text);
   }
   // LITERALINCLUDE END: OR_ENV_CONFIG
   return config;
@@ -129,6 +131,7 @@ Runtime* start() {
     return rt;
   }
   rt->launchBlocking = cfg.launchBlocking;
+  rt->checkAliases = cfg.checkAliases;
   std::vector<DeviceMapping> mappings;
   for (int index = 0; index < cfg.count; ++index) {
     DeviceMapping mapping;
@@ -198,6 +201,11 @@ orError_t Device::checkSticky() const {
   return fail(code, stickyMessage_ + " (sticky: call orDeviceReset to use the device again)");
 }
 
+std::string Device::stickyMessage() const {
+  std::lock_guard<std::mutex> lock(stickyMutex_);
+  return stickyMessage_;
+}
+
 void Device::clearSticky() {
   std::lock_guard<std::mutex> lock(stickyMutex_);
   stickyCode_.store(orSuccess);
@@ -205,8 +213,11 @@ void Device::clearSticky() {
 }
 
 orError_t Device::synchronize() {
-  for (auto& stream : streamsOf(index)) stream->synchronize();
-  return checkSticky();
+  std::vector<std::shared_ptr<Stream>> streams = streamsOf(index);
+  for (auto& stream : streams) stream->synchronize();
+  orError_t status = checkSticky();
+  for (size_t i = 0; status == orSuccess && i < streams.size(); ++i) status = streams[i]->progress->check();
+  return status;
 }
 
 }  // namespace openreg::rt
@@ -277,7 +288,9 @@ orError_t orDeviceReset(void) {
   Device& device = *runtime().devices[currentDevice()];
   if (waitsForRunningKernel(device.index)) return refuseWaitForRunningKernel("orDeviceReset");
   device.synchronize();  // queued work is skipped while the error stands
+  orGetLastError();      // which this call clears
   device.clearSticky();
+  for (auto& stream : streamsOf(device.index)) stream->progress->clearFailure();
   return orSuccess;
 }
 

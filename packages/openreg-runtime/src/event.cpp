@@ -88,18 +88,21 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
                        "stream to device %d; record it on a stream of device %d",
                        event->device, stream->device.index, event->device));
   }
-  // A faulted device's work is skipped: a capture of it would complete
-  // without the work, so report the fault here (Note [Sticky errors]).
-  if ((status = stream->device.checkSticky()) != orSuccess) return status;
+  // A faulted device's or failed stream's work is skipped: a capture of it
+  // would complete without the work, so report the failure here (Note
+  // [Sticky errors], Note [Stream errors]).
+  if ((status = stream->check()) != orSuccess) return status;
   auto capture = std::make_shared<EventCapture>();
   capture->stream = stream;
   capture->progress = stream->progress;
   capture->device = stream->device.index;
+  capture->streamId = stream->id;
   Op op;
   op.kind = Op::Kind::Mark;
   op.capture = capture;
   op.name = "eventRecord";
   LaunchTrace launch = beginLaunchTrace(op);  // on the stream's lane, as kernels are
+  capture->correlationId = launch.correlationId;  // names the record in the waits' trace records
   // The lock orders concurrent records of one event: the later one wins.
   std::lock_guard<std::mutex> lock(event->mutex);
   capture->seq = stream->enqueue(std::move(op));
@@ -140,10 +143,12 @@ orError_t orEventSynchronize(orEvent_t handle) {
     capture->progress->waitFor(capture->seq, spin);  // a destroyed stream's worker drains it
   }
   if (start != 0) {
-    traceRecord(orActivityKindSynchronize, "orEventSynchronize", capture->device, 0, start,
-                nowNs(), 0);
+    traceRecord(orActivityKindSynchronize, "orEventSynchronize", capture->device, capture->streamId, start,
+                nowNs(), 0, 0, capture->correlationId);
   }
-  return runtime().devices[capture->device]->checkSticky();
+  if ((status = runtime().devices[capture->device]->checkSticky()) != orSuccess) return status;
+  // The captured work failed (Note [Stream errors]): its results are not there.
+  return capture->progress->failedBy(capture->seq) ? capture->progress->check() : orSuccess;
 }
 
 orError_t orEventElapsedTime(float* ms, orEvent_t startHandle, orEvent_t endHandle) {
@@ -199,7 +204,10 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
   // The waiting stream would go on with results the faulted device never
   // produced (as CUDA, the fault is reported to whoever depends on it).
   if ((status = runtime().devices[capture->device]->checkSticky()) != orSuccess) return status;
-  if (finished(*capture)) return orSuccess;
+  if ((status = stream->check()) != orSuccess) return status;
+  // A wait for work that failed is queued even when that work has ended:
+  // running it, the stream inherits the failure in order (Note [Stream errors]).
+  if (finished(*capture) && !capture->progress->failedBy(capture->seq)) return orSuccess;
   Op op;
   op.kind = Op::Kind::Wait;
   op.capture = std::move(capture);

@@ -27,9 +27,11 @@
 // counted as used) and ipcReclaim releases it once the last importer has
 // closed it, exited or been killed: the kernel drops an importer's lock with
 // its file. As on CUDA, the bytes outlive the exporter's free until the last
-// close, and nothing is ever reused while mapped elsewhere. The inode and the
-// nonce in the handle make a stale or forged handle fail to open instead of
-// opening whatever file or allocation now sits at that number.
+// close, and nothing is ever reused while mapped elsewhere. The lease also
+// records what was exported (the nonce, the allocation's offset and size):
+// the inodes in the handle make a stale handle fail to open instead of
+// opening whatever file now sits at that number, and the record makes a
+// forged or corrupted one fail instead of opening memory it does not name.
 // LITERALINCLUDE END: OR_IPC_NOTE
 
 namespace openreg::rt {
@@ -54,6 +56,13 @@ struct HandleData {
   uint64_t size;
 };
 static_assert(sizeof(HandleData) == OR_IPC_HANDLE_SIZE, "orIpcMemHandle_t layout");
+
+// What a lease holds: the one allocation a handle may open.
+struct LeaseRecord {
+  uint64_t nonce;
+  uint64_t offset;
+  uint64_t size;
+};
 
 // An allocation of this process that another process may have open.
 struct Export {
@@ -232,7 +241,8 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
     std::string error;
     exported.device = where.device;
     exported.nonce = randomNonce();
-    exported.leaseFd = platformCreateLease(exported.nonce, &error);
+    LeaseRecord record{exported.nonce, static_cast<uint64_t>(where.base - mapping.device), where.size};
+    exported.leaseFd = platformCreateLease(&record, sizeof(record), &error);
     if (exported.leaseFd < 0) {
       exportsByBase.erase(where.base);
       return fail(orErrorMemoryAllocation, "orIpcGetMemHandle: " + error);
@@ -272,7 +282,8 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   }
   std::string error;
   int leaseFd = platformOpenPeerFile(data.pid, data.leaseFd, data.leaseInode, &error);
-  if (leaseFd >= 0 && !platformHoldLease(leaseFd, data.nonce)) {
+  LeaseRecord exported{};
+  if (leaseFd >= 0 && (!platformHoldLease(leaseFd, &exported, sizeof(exported)) || exported.nonce != data.nonce)) {
     platformCloseFile(leaseFd);
     leaseFd = -1;
     error = "the allocation was freed by the exporting process";
@@ -282,6 +293,16 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
                 format("orIpcOpenMemHandle: stale handle of %llu bytes on device %d of "
                        "process %d: %s", static_cast<unsigned long long>(data.size),
                        data.device, data.pid, error.c_str()));
+  }
+  if (exported.offset != data.offset || exported.size != data.size) {
+    platformCloseFile(leaseFd);
+    return fail(orErrorInvalidValue,
+                format("orIpcOpenMemHandle: the handle names %llu bytes at offset %llu of device %d of process %d, "
+                       "but that process exported %llu bytes at offset %llu under it: a forged or corrupted "
+                       "handle (pass the bytes orIpcGetMemHandle wrote, unchanged)",
+                       static_cast<unsigned long long>(data.size), static_cast<unsigned long long>(data.offset),
+                       data.device, data.pid, static_cast<unsigned long long>(exported.size),
+                       static_cast<unsigned long long>(exported.offset)));
   }
   status = mapImport(data, leaseFd, devPtr);
   if (status != orSuccess) platformCloseFile(leaseFd);  // drops our lock

@@ -17,8 +17,20 @@ struct KernelContext {
   bool onWorker = true;  // false: a waiting host thread runs it (orKernelAnyThread)
   orError_t failure = orSuccess;  // set by a failed translation
   std::string message;
+  orError_t streamFailure = orSuccess;  // orKernelFailStream
+  std::string streamMessage;
+  std::vector<AliasWindow> windows;  // OPENREG_CHECK_ALIASES
 };
 thread_local KernelContext* running = nullptr;
+
+// Note [Host aliases end with their kernel]: the alias, in a mapping the
+// running kernel gives up when it returns.
+char* translateIntoWindow(char* alias, size_t count) {
+  AliasWindow window;
+  char* inWindow = platformOpenAliasWindow(alias, count, &window);
+  if (inWindow != nullptr) running->windows.push_back(window);
+  return inWindow;
+}
 
 }  // namespace
 
@@ -48,6 +60,21 @@ orError_t refuseWaitForRunningKernel(const char* call) {
                      static_cast<unsigned long long>(running->stream->id)));
 }
 
+// Note [Host aliases end with their kernel]
+// The address orKernelTranslatePointer returns lies in the device's host
+// alias: one read-write mapping of all its pages, shared by every stream's
+// kernels, the copies and the copy engine's threads at once. So host code
+// that keeps the address past its kernel still reaches the memory, and
+// after a free, whatever tensor lives there next. Taking that access away
+// per kernel would take a mapping per translation and a TLB shootdown per
+// kernel, several microseconds each, which would make every launch several
+// times slower (tools/bench/runtime.py measures it). So it is a debugging
+// switch, as compute-sanitizer's memcheck is for CUDA: with
+// OPENREG_CHECK_ALIASES=1 each translation returns an address in a mapping
+// of its own, which is made inaccessible when the kernel returns, and the
+// fault handler names the kernel. torch-openreg's tensors over the alias
+// are invalidated with their kernel either way.
+
 // LITERALINCLUDE START: OR_KERNEL_RUNNER
 void runKernel(Stream& stream, Op& op, bool onWorker) {
   KernelContext context;
@@ -60,8 +87,18 @@ void runKernel(Stream& stream, Op& op, bool onWorker) {
   setCurrentDevice(stream.device.index);
   orError_t result = op.func(op.userData);
   running = nullptr;
+  for (const AliasWindow& window : context.windows) platformRetireAliasWindow(window, context.name);
   if (op.release != nullptr) op.release(op.userData);
   if (context.failure != orSuccess) result = context.failure;
+  if (result == orSuccess && context.streamFailure != orSuccess) {
+    // The work's failure, not the device's (Note [Stream errors]).
+    stream.progress->recordFailure(
+        context.streamFailure,
+        format("%s (kernel '%s' on openreg stream %llu of device %d failed its stream: work ordered after it "
+               "does not run; the device and its other streams go on)", context.streamMessage.c_str(),
+               op.name.c_str(), static_cast<unsigned long long>(stream.id), stream.device.index));
+    return;
+  }
   if (result == orSuccess) return;
   std::string detail = context.message.empty() ? orGetErrorString(result) : context.message;
   stream.device.setSticky(
@@ -138,6 +175,11 @@ orError_t orKernelTranslatePointer(void** hostPtr, const void* devPtr, size_t co
     }
     return fail(orErrorIllegalAddress, message);
   }
+  if (runtime().checkAliases) alias = translateIntoWindow(alias, count);
+  if (alias == nullptr) {
+    return fail(orErrorMemoryAllocation,
+                format("orKernelTranslatePointer: OPENREG_CHECK_ALIASES=1 could not map a window of %zu bytes", count));
+  }
   *hostPtr = alias;
   return orSuccess;
 }
@@ -147,6 +189,16 @@ orError_t orKernelIsOnWorker(int* onWorker) {
   if (running == nullptr) return fail(orErrorNotPermitted, "orKernelIsOnWorker: not inside a running kernel");
   if (onWorker == nullptr) return fail(orErrorInvalidValue, "orKernelIsOnWorker: onWorker is NULL");
   *onWorker = running->onWorker ? 1 : 0;
+  return orSuccess;
+}
+
+orError_t orKernelFailStream(orError_t code, const char* message) {
+  if (running == nullptr) return fail(orErrorNotPermitted, "orKernelFailStream: not inside a running kernel");
+  if (code == orSuccess) return fail(orErrorInvalidValue, "orKernelFailStream: code is orSuccess, not an error");
+  if (running->streamFailure == orSuccess) {
+    running->streamFailure = code;
+    running->streamMessage = message != nullptr ? message : orGetErrorString(code);
+  }
   return orSuccess;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -70,15 +71,15 @@ void platformOnFork(void (*child)()) { pthread_atfork(nullptr, nullptr, child); 
 // ---------------------------------------------------------- interprocess memory
 
 // LITERALINCLUDE START: OR_IPC_PLATFORM
-// A lease is a memfd holding the export's nonce. Importers reopen it through
+// A lease is a memfd holding the export's record (its nonce, offset and size). Importers reopen it through
 // /proc/<pid>/fd/<fd>, which gives them an open file description of their own,
 // and hold a shared OFD lock on it while the memory is open. Such locks belong
 // to the importer's description, so the kernel drops them when the importer
 // closes it, exits or is killed: the exporter learns that nobody uses the
 // memory any more by asking whether an exclusive lock would conflict.
-int platformCreateLease(uint64_t nonce, std::string* error) {
+int platformCreateLease(const void* record, size_t bytes, std::string* error) {
   int fd = memfd_create("openreg-ipc-lease", MFD_CLOEXEC);
-  if (fd < 0 || pwrite(fd, &nonce, sizeof(nonce), 0) != sizeof(nonce)) {
+  if (fd < 0 || pwrite(fd, record, bytes, 0) != static_cast<ssize_t>(bytes)) {
     *error = format("cannot create the IPC lease file: %s", strerror(errno));
     if (fd >= 0) close(fd);
     return -1;
@@ -87,7 +88,7 @@ int platformCreateLease(uint64_t nonce, std::string* error) {
 }
 
 void platformRevokeLease(int fd) {
-  // Emptied, it no longer holds the nonce: an importer that locks it from
+  // Emptied, it no longer holds the record: an importer that locks it from
   // now on sees the export is gone (platformHoldLease).
   int ignored = ftruncate(fd, 0);
   (void)ignored;
@@ -102,7 +103,7 @@ bool platformLeaseInUse(int fd) {
   return lock.l_type != F_UNLCK;
 }
 
-bool platformHoldLease(int fd, uint64_t nonce) {
+bool platformHoldLease(int fd, void* record, size_t bytes) {
   struct flock lock;
   memset(&lock, 0, sizeof(lock));
   lock.l_type = F_RDLCK;
@@ -110,8 +111,7 @@ bool platformHoldLease(int fd, uint64_t nonce) {
   if (fcntl(fd, F_OFD_SETLK, &lock) != 0) return false;
   // Locked first, read second: the exporter revokes first and looks for
   // locks second, so one of the two always sees the other.
-  uint64_t found = 0;
-  return pread(fd, &found, sizeof(found), 0) == sizeof(found) && found == nonce;
+  return pread(fd, record, bytes, 0) == static_cast<ssize_t>(bytes);
 }
 // LITERALINCLUDE END: OR_IPC_PLATFORM
 
@@ -172,6 +172,49 @@ void platformUnmapPeerRange(const DeviceMapping& mapping) {
   munmap(mapping.host, mapping.size);
 }
 
+// ------------------------------------------- kernel alias windows (debugging)
+
+namespace {
+
+// Retired windows, newest last, for the fault handler to name: reserved with
+// no access until kQuarantine newer ones push them out.
+constexpr int kQuarantine = 1024;
+struct RetiredWindow {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<uintptr_t> end{0};
+  char kernel[64] = {};
+};
+RetiredWindow retiredWindows[kQuarantine];
+std::mutex retireMutex;
+uint64_t retiredCount = 0;
+
+}  // namespace
+
+char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window) {
+  size_t page = platformPageSize();
+  char* first = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(alias) / page * page);
+  size_t size = std::max(page, (static_cast<size_t>(alias - first) + count + page - 1) / page * page);
+  // An old size of 0 maps the same shared pages a second time.
+  void* mapped = mremap(first, 0, size, MREMAP_MAYMOVE);
+  if (mapped == MAP_FAILED) return nullptr;
+  *window = AliasWindow{mapped, size};
+  return static_cast<char*>(mapped) + (alias - first);
+}
+
+void platformRetireAliasWindow(const AliasWindow& window, const char* kernel) {
+  // Replaced in place by an inaccessible reservation: no later mapping can
+  // take these addresses while the window is in quarantine.
+  mmap(window.begin, window.size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  std::lock_guard<std::mutex> lock(retireMutex);
+  RetiredWindow& slot = retiredWindows[retiredCount++ % kQuarantine];
+  uintptr_t oldBegin = slot.begin.load(), oldEnd = slot.end.load();
+  slot.end.store(0);  // the handler skips the slot while it changes
+  if (oldEnd != 0) munmap(reinterpret_cast<void*>(oldBegin), oldEnd - oldBegin);
+  std::strncpy(slot.kernel, kernel, sizeof(slot.kernel) - 1);
+  slot.begin.store(reinterpret_cast<uintptr_t>(window.begin));
+  slot.end.store(reinterpret_cast<uintptr_t>(window.begin) + window.size);
+}
+
 // ------------------------------------------------------------ fault handler
 
 namespace {
@@ -226,6 +269,16 @@ void onFault(int signo, siginfo_t* info, void* context) {
     writeText("). Device memory is reachable only through orMemcpy/orMemset "
               "or from inside a kernel via orKernelTranslatePointer; copy the "
               "data to the host first.\n");
+    break;
+  }
+  for (const RetiredWindow& window : retiredWindows) {
+    if (address < window.begin.load() || address >= window.end.load()) continue;
+    writeText("openreg: host code accessed address ");
+    writeNumber(address, 16);
+    writeText(", which kernel '");
+    writeText(window.kernel);
+    writeText("' got from orKernelTranslatePointer, after that kernel returned: a host alias of device "
+              "memory is valid only while its kernel runs (caught by OPENREG_CHECK_ALIASES=1).\n");
     break;
   }
   // Hand the fault to whoever handled it before us (Python's faulthandler,

@@ -72,8 +72,9 @@ void platformOnFork(void (*child)());
 // Interprocess memory (ipc.cpp); see Note [How device memory crosses
 // processes] there.
 // The exporter's side: a small file per exported allocation whose content
-// proves the export is live and whose read locks count its importers.
-int platformCreateLease(uint64_t nonce, std::string* error);  // -1 on failure
+// (a record of `bytes` bytes: what was exported) proves the export is live
+// and whose read locks count its importers.
+int platformCreateLease(const void* record, size_t bytes, std::string* error);  // -1 on failure
 void platformRevokeLease(int fd);    // importers opening it from now on fail
 bool platformLeaseInUse(int fd);     // another process holds it open
 // The importer's side.
@@ -82,13 +83,27 @@ int platformProcessId();
 // Opens a file another process has open as fd, checking it is the same file
 // (inode); -1 with error set if it is gone.
 int platformOpenPeerFile(int pid, int fd, uint64_t inode, std::string* error);
-// Takes a shared lock on a peer's lease and checks it still holds nonce.
-bool platformHoldLease(int fd, uint64_t nonce);
+// Takes a shared lock on a peer's lease and reads its record: false if the
+// lock cannot be taken or the lease is revoked (empty).
+bool platformHoldLease(int fd, void* record, size_t bytes);
 void platformCloseFile(int fd);
 // Both views of [offset, offset + length) of a device file, page-aligned.
 bool platformMapPeerRange(int fd, size_t offset, size_t length,
                           DeviceMapping* out, std::string* error);
 void platformUnmapPeerRange(const DeviceMapping& mapping);
+
+// OPENREG_CHECK_ALIASES (Note [Host aliases end with their kernel] in
+// kernel.cpp). A mapping of its own of the shared pages holding
+// [alias, alias + count): returns the address of alias in it (null if the
+// host cannot map it) and the window to retire.
+struct AliasWindow {
+  void* begin = nullptr;
+  size_t size = 0;
+};
+char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window);
+// Makes the window's addresses fault from now on, naming kernel; the last
+// 1024 windows keep their addresses (no other mapping can take them).
+void platformRetireAliasWindow(const AliasWindow& window, const char* kernel);
 
 // ---------------------------------------------------------------- memory.cpp
 
@@ -170,13 +185,33 @@ class alignas(64) Progress {  // its own cache lines: the worker writes complete
   void waitFor(uint64_t seq, bool spin = true);
   void advance();
 
+  // Note [Stream errors] (stream.cpp). Called by the thread running the
+  // stream's ops: the op now running (number completed() + 1) failed, and
+  // every op after it is skipped. The first failure is kept.
+  void recordFailure(orError_t code, std::string message);
+  bool failed() const { return failedAt_.load(std::memory_order_acquire) != 0; }
+  // Whether the work up to op number seq includes the failure.
+  bool failedBy(uint64_t seq) const {
+    uint64_t at = failedAt_.load(std::memory_order_acquire);
+    return at != 0 && at <= seq;
+  }
+  // The failure through fail() (this thread's last error), or orSuccess.
+  orError_t check() const;
+  // The failure's code and message, for a stream that inherits it.
+  orError_t failure(std::string* message) const;
+  void clearFailure();  // orDeviceReset
+
  private:
   static constexpr uint64_t kNobodyWaiting = UINT64_MAX;
   std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> failedAt_{0};  // the op that failed, 0 while none did
   // The lowest sequence number a blocked waiter needs (changed under mutex_).
   std::atomic<uint64_t> wakeAt_{kNobodyWaiting};
   std::mutex mutex_;
   std::condition_variable cv_;
+  mutable std::mutex failureMutex_;
+  orError_t failureCode_ = orSuccess;
+  std::string failureMessage_;
 };
 
 class Stream;
@@ -187,6 +222,8 @@ struct EventCapture {
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;
   int device = 0;
+  uint64_t streamId = 0;
+  uint64_t correlationId = 0;  // of the record's Mark op, when traced
   std::atomic<uint64_t> timeNs{0};  // when the stream reached it
 };
 
@@ -288,6 +325,9 @@ class alignas(64) Stream {
   void synchronize(bool spin = true);
   // The same, up to op number seq.
   void waitFor(uint64_t seq, bool spin = true);
+  // The device's sticky error, else this stream's error (Note [Stream
+  // errors]), through fail(); orSuccess if neither.
+  orError_t check() const;
 
   Device& device;
   const uint64_t id;
@@ -309,6 +349,12 @@ class alignas(64) Stream {
   // The host's side of Note [Who runs queued work].
   void runQueuedWork(uint64_t until);
   void execute(Op& op, bool onWorker);
+  // Runs a copy or memset op; fails the stream instead when a device it
+  // touches holds a sticky error (Note [Stream errors]).
+  void executeTransfer(Op& op);
+  // Fails this stream with the failure of the work op's capture waited
+  // for, if that work failed.
+  void inheritFailure(const EventCapture& capture);
   // Waits until the worker sees an op past done, or the stream stops.
   void sleepUntilPublishedPast(uint64_t done);
   // Where op number seq (from 1) lives in the ring.
@@ -365,9 +411,11 @@ struct Device {
   orError_t sticky() const { return static_cast<orError_t>(stickyCode_.load()); }
   // Returns the sticky error through fail(), or orSuccess.
   orError_t checkSticky() const;
+  std::string stickyMessage() const;
   void clearSticky();
   // LITERALINCLUDE END: OR_STICKY_ERRORS
-  // Waits for every stream of this device.
+  // Waits for every stream of this device; returns the sticky error, else
+  // the error of any of its streams (Note [Stream errors]).
   orError_t synchronize();
 
  private:
@@ -379,6 +427,7 @@ struct Device {
 struct Runtime {
   std::vector<std::unique_ptr<Device>> devices;
   bool launchBlocking = false;
+  bool checkAliases = false;  // OPENREG_CHECK_ALIASES: Note [Host aliases end with their kernel]
   orError_t initError = orSuccess;
   std::string initMessage;
 };
@@ -431,7 +480,8 @@ bool tracing();
 uint64_t nextCorrelationId();
 void traceRecord(orActivityKind kind, const std::string& name, int device,
                  uint64_t stream, uint64_t startNs, uint64_t endNs,
-                 uint64_t correlationId, uint64_t externalCorrelationId = 0);
+                 uint64_t correlationId, uint64_t externalCorrelationId = 0,
+                 uint64_t waitedForCorrelationId = 0);
 // The calling thread's innermost orTracePushExternalCorrelationId, or 0.
 uint64_t currentExternalCorrelationId();
 // The Launch record of an op this thread queues: beginLaunchTrace, before

@@ -170,6 +170,48 @@ void Progress::advance() {
   }
 }
 
+// LITERALINCLUDE START: OR_STREAM_ERRORS
+// Note [Stream errors]
+// Some failures belong to the work that depends on a kernel, not to its
+// device: a collective whose peers never came (openreg-distributed), or a
+// copy from a device that faulted. Such a kernel calls orKernelFailStream,
+// or the runtime fails the copy's stream, and the stream records the failure
+// at the op that failed: every later op of the stream is skipped, the next
+// launch onto it and every call that waits for it (stream, event or device
+// synchronisation, a pageable copy) return the error, and an event recorded
+// after the failure carries it to each stream that waits for the event,
+// which fails in turn. The device and its other streams go on, so nothing
+// that does not depend on the failed work sees the error, and nothing that
+// does sees a value. orDeviceReset clears it, with the device's sticky error.
+void Progress::recordFailure(orError_t code, std::string message) {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  if (failedAt_.load() != 0) return;  // the first failure wins
+  failureCode_ = code;
+  failureMessage_ = std::move(message);
+  failedAt_.store(completed() + 1, std::memory_order_release);
+}
+// LITERALINCLUDE END: OR_STREAM_ERRORS
+
+orError_t Progress::failure(std::string* message) const {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  if (message != nullptr) *message = failureMessage_;
+  return failedAt_.load() == 0 ? orSuccess : failureCode_;
+}
+
+orError_t Progress::check() const {
+  if (!failed()) return orSuccess;
+  std::string message;
+  orError_t code = failure(&message);
+  return fail(code, message);
+}
+
+void Progress::clearFailure() {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  failedAt_.store(0);
+  failureCode_ = orSuccess;
+  failureMessage_.clear();
+}
+
 Stream::Stream(Device& device, uint64_t id, int priority)
     : device(device), id(id), priority(priority) {}
 
@@ -262,6 +304,11 @@ uint64_t Stream::enqueue(Op op) {
 // device, a pageable copy, an event's synchronisation, a full ring.
 void Stream::synchronize(bool spin) { waitFor(lastEnqueued(), spin); }
 
+orError_t Stream::check() const {
+  orError_t status = device.checkSticky();
+  return status != orSuccess ? status : progress->check();
+}
+
 void Stream::waitFor(uint64_t seq, bool spin) {
   if (executed_.load() < seq && runningStream() == nullptr) runQueuedWork(seq);
   progress->waitFor(seq, spin);
@@ -349,7 +396,8 @@ void Stream::sleepUntilPublishedPast(uint64_t done) {
 }
 
 void Stream::execute(Op& op, bool onWorker) {
-  bool skip = device.sticky() != orSuccess;  // Note [Sticky errors]
+  // Note [Sticky errors], Note [Stream errors]: the work is skipped.
+  bool skip = device.sticky() != orSuccess || progress->failed();
   uint64_t start = tracing() ? nowNs() : 0;
   switch (op.kind) {
     case Op::Kind::Kernel:
@@ -360,52 +408,77 @@ void Stream::execute(Op& op, bool onWorker) {
       runKernel(*this, op, onWorker);
       break;
     case Op::Kind::Copy:
-    case Op::Kind::Memset: {
+    case Op::Kind::Memset:
       if (skip) return;
-      // Checked when queued; checked again here because another thread may
-      // have freed the memory since, which on hardware is an illegal access.
-      Location dst = locate(op.dst);
-      char* to = dst.inDeviceRange
-                     ? runtime().devices[dst.device]->memory.translate(op.dst, op.count)
-                     : static_cast<char*>(op.dst);
-      const char* from = nullptr;
-      if (op.kind == Op::Kind::Copy) {
-        Location src = locate(op.src);
-        from = src.inDeviceRange
-                   ? runtime().devices[src.device]->memory.translate(op.src, op.count)
-                   : static_cast<const char*>(op.src);
-      }
-      if (to == nullptr || (op.kind == Op::Kind::Copy && from == nullptr)) {
-        device.setSticky(orErrorIllegalAddress,
-                         format("%s on openreg device %d (stream %llu) reached freed "
-                                "device memory", op.name.c_str(), device.index,
-                                static_cast<unsigned long long>(id)));
-        return;
-      }
-      int value = op.value;
-      bool isCopy = op.kind == Op::Kind::Copy;
-      copyEngine().run(op.count, [&](size_t begin, size_t length) {
-        if (isCopy) {
-          std::memcpy(to + begin, from + begin, length);
-        } else {
-          std::memset(to + begin, value, length);
-        }
-      });
+      executeTransfer(op);
       break;
-    }
     case Op::Kind::Mark:
       op.capture->timeNs.store(start != 0 ? start : nowNs(), std::memory_order_relaxed);
       break;
     case Op::Kind::Wait:
+      if (skip) break;
       op.capture->progress->waitFor(op.capture->seq);
+      inheritFailure(*op.capture);
       break;
   }
   if (start != 0) {
     // An event record is an instant (the time the event captured); a wait
-    // lasts until the event it waits for completes.
+    // lasts until the event it waits for completes, and names its record.
     uint64_t end = op.kind == Op::Kind::Mark ? start : nowNs();
-    traceRecord(activityKindOf(op.kind), op.name, device.index, id, start, end, op.correlationId);
+    uint64_t waitedFor = op.kind == Op::Kind::Wait ? op.capture->correlationId : 0;
+    traceRecord(activityKindOf(op.kind), op.name, device.index, id, start, end, op.correlationId, 0, waitedFor);
   }
+}
+
+void Stream::executeTransfer(Op& op) {
+  // A copy reads or writes both its sides: one on a faulted device fails
+  // this stream, since the bytes it would move are not results.
+  Location dst = locate(op.dst);
+  Location src = op.kind == Op::Kind::Copy ? locate(op.src) : Location{};
+  for (const Location* side : {&dst, &src}) {
+    if (!side->inDeviceRange || side->device == device.index) continue;
+    const Device& other = *runtime().devices[side->device];
+    if (other.sticky() == orSuccess) continue;
+    std::string why = other.stickyMessage();
+    progress->recordFailure(other.sticky(),
+                            format("%s on openreg stream %llu (device %d) did not run: its %s lies on openreg "
+                                   "device %d, which holds a sticky error: %s", op.name.c_str(),
+                                   static_cast<unsigned long long>(id), device.index,
+                                   side == &dst ? "destination" : "source", side->device, why.c_str()));
+    return;
+  }
+  // Checked when queued; checked again here because another thread may
+  // have freed the memory since, which on hardware is an illegal access.
+  char* to = dst.inDeviceRange ? runtime().devices[dst.device]->memory.translate(op.dst, op.count)
+                               : static_cast<char*>(op.dst);
+  const char* from = nullptr;
+  if (op.kind == Op::Kind::Copy) {
+    from = src.inDeviceRange ? runtime().devices[src.device]->memory.translate(op.src, op.count)
+                             : static_cast<const char*>(op.src);
+  }
+  if (to == nullptr || (op.kind == Op::Kind::Copy && from == nullptr)) {
+    device.setSticky(orErrorIllegalAddress,
+                     format("%s on openreg device %d (stream %llu) reached freed device memory", op.name.c_str(),
+                            device.index, static_cast<unsigned long long>(id)));
+    return;
+  }
+  int value = op.value;
+  bool isCopy = op.kind == Op::Kind::Copy;
+  copyEngine().run(op.count, [&](size_t begin, size_t length) {
+    if (isCopy) {
+      std::memcpy(to + begin, from + begin, length);
+    } else {
+      std::memset(to + begin, value, length);
+    }
+  });
+}
+
+void Stream::inheritFailure(const EventCapture& capture) {
+  if (!capture.progress->failedBy(capture.seq)) return;
+  std::string message;
+  orError_t code = capture.progress->failure(&message);
+  progress->recordFailure(code, format("%s [openreg stream %llu waited for that work]", message.c_str(),
+                                       static_cast<unsigned long long>(id)));
 }
 
 std::shared_ptr<Stream> createStream(Device& device, int priority) {
@@ -453,7 +526,7 @@ orError_t refuseFullQueue(const Stream& stream) {
 
 // LITERALINCLUDE START: OR_STREAM_SUBMIT
 orError_t submit(Stream& stream, Op op, bool wait) {
-  orError_t status = stream.device.checkSticky();
+  orError_t status = stream.check();
   if (status != orSuccess) {
     if (op.release != nullptr) op.release(op.userData);
     return status;
@@ -470,7 +543,7 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   // must wait refused that case before queueing.
   if (!wait && (!runtime().launchBlocking || waitsForRunningKernel(stream))) return orSuccess;
   stream.waitFor(seq);
-  return stream.device.checkSticky();
+  return stream.check();
 }
 // LITERALINCLUDE END: OR_STREAM_SUBMIT
 
@@ -552,7 +625,7 @@ orError_t orStreamQuery(orStream_t handle) {
   std::shared_ptr<Stream> stream;
   orError_t status = lookup(handle, &stream);
   if (status != orSuccess) return status;
-  if ((status = stream->device.checkSticky()) != orSuccess) return status;
+  if ((status = stream->check()) != orSuccess) return status;
   if ((status = refuseOnCapturingStream(*stream, "orStreamQuery")) != orSuccess) return status;
   if (stream->progress->completed() >= stream->lastEnqueued()) return orSuccess;
   return orErrorNotReady;  // not a failure: the last error is left alone
@@ -570,7 +643,7 @@ orError_t orStreamSynchronize(orStream_t handle) {
     traceRecord(orActivityKindSynchronize, "orStreamSynchronize", stream->device.index,
                 stream->id, start, nowNs(), 0);
   }
-  return stream->device.checkSticky();
+  return stream->check();
 }
 
 orError_t orStreamGetPriority(orStream_t handle, int* priority) {

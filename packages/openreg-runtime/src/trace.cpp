@@ -1,7 +1,8 @@
 // trace.cpp - activity records for profilers: what ran where, and when.
 //
 // Recording is off by default and costs one relaxed atomic load per launch
-// then. Records wait in a bounded buffer until a consumer drains them.
+// then. Records wait in a bounded buffer until a consumer drains them; those
+// that find it full are counted (orTraceGetDroppedCount), never lost silently.
 #include <chrono>
 #include <cstring>
 
@@ -16,6 +17,7 @@ std::atomic<bool> enabled{false};
 std::atomic<uint64_t> correlation{0};
 std::mutex recordsMutex;
 std::deque<orActivity> records;
+uint64_t dropped = 0;  // records not kept since tracing was last switched on
 thread_local std::vector<uint64_t> externalIds;
 
 }  // namespace
@@ -34,7 +36,8 @@ uint64_t nextCorrelationId() { return correlation.fetch_add(1) + 1; }
 
 void traceRecord(orActivityKind kind, const std::string& name, int device,
                  uint64_t stream, uint64_t startNs, uint64_t endNs,
-                 uint64_t correlationId, uint64_t externalCorrelationId) {
+                 uint64_t correlationId, uint64_t externalCorrelationId,
+                 uint64_t waitedForCorrelationId) {
   orActivity record;
   std::memset(&record, 0, sizeof(record));
   record.kind = kind;
@@ -45,8 +48,13 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   record.endNs = endNs;
   record.correlationId = correlationId;
   record.externalCorrelationId = externalCorrelationId;
+  record.waitedForCorrelationId = waitedForCorrelationId;
   std::lock_guard<std::mutex> lock(recordsMutex);
-  if (records.size() < kMaxRecords) records.push_back(record);
+  if (records.size() < kMaxRecords) {
+    records.push_back(record);
+  } else {
+    ++dropped;  // orTraceGetDroppedCount tells the consumer
+  }
 }
 
 LaunchTrace beginLaunchTrace(Op& op) {
@@ -71,7 +79,16 @@ using namespace openreg::rt;
 extern "C" {
 
 orError_t orTraceEnable(int enable) {
+  std::lock_guard<std::mutex> lock(recordsMutex);
+  if (enable != 0 && !enabled.load()) dropped = 0;
   enabled.store(enable != 0);
+  return orSuccess;
+}
+
+orError_t orTraceGetDroppedCount(uint64_t* count) {
+  if (count == nullptr) return fail(orErrorInvalidValue, "orTraceGetDroppedCount: count is NULL");
+  std::lock_guard<std::mutex> lock(recordsMutex);
+  *count = dropped;
   return orSuccess;
 }
 

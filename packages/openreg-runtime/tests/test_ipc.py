@@ -201,6 +201,32 @@ def test_garbage_handles_are_invalid_values(raises_or):
         ort.ipc_open_mem_handle(b"short")
 
 
+@pytest.mark.parametrize("forgery", ["offset + 1 MiB", "offset past the device", "size + 4096"])
+def test_forged_handles_do_not_open_memory_they_do_not_name(res, peer, hostmem, forgery):
+    # A handle whose offset or size was changed must not open another
+    # allocation (here one never exported, right after the exported one),
+    # nor fault the importer: the exporter's lease records what it exported.
+    exported = res.malloc(MiB)
+    neighbour = res.malloc(MiB)
+    hostmem.device_write(neighbour, pattern(64, 9))
+    handle = bytearray(ort.ipc_get_mem_handle(exported))
+    offset = int.from_bytes(handle[48:56], "little")  # HandleData: offset, then size (src/ipc.cpp)
+    size = int.from_bytes(handle[56:64], "little")
+    assert size == MiB
+    if forgery == "offset + 1 MiB":
+        handle[48:56] = (offset + MiB).to_bytes(8, "little")
+    elif forgery == "offset past the device":
+        handle[48:56] = (offset + (64 << 30)).to_bytes(8, "little")
+    else:
+        handle[56:64] = (size + 4096).to_bytes(8, "little")
+    other = peer()
+    with pytest.raises(PeerError, match="forged or corrupted handle") as info:
+        other.call("open", bytes(handle).hex())
+    assert info.value.name == "orErrorInvalidValue"
+    assert other.call("open", ort.ipc_get_mem_handle(exported).hex())  # the genuine handle still opens
+    assert hostmem.device_read(neighbour, 64) == pattern(64, 9)
+
+
 def test_unknown_flags_are_invalid(res, raises_or):
     handle = ort.ipc_get_mem_handle(res.malloc(512))
     with raises_or("orErrorInvalidValue", "unknown flags 0x1"):

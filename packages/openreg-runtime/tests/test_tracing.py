@@ -6,7 +6,8 @@ import pytest
 
 pytestmark = pytest.mark.sanitizer_safe
 
-KEYS = {"kind", "name", "device", "stream", "start_ns", "end_ns", "correlation_id", "external_correlation_id"}
+KEYS = {"kind", "name", "device", "stream", "start_ns", "end_ns", "correlation_id", "external_correlation_id",
+        "waited_for_correlation_id"}
 
 
 def run_workload(res, device: int):

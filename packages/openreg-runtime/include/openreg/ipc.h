@@ -60,7 +60,8 @@ OPENREG_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
  *   handle  in
  *   flags   in: must be 0
  * Returns orSuccess, orErrorInvalidValue (devPtr is NULL, flags not 0, or
- * handle is not the bytes of an orIpcMemHandle_t), orErrorNotPermitted (the
+ * handle is not the bytes of an orIpcMemHandle_t: corrupted, or forged to
+ * name another offset or size than the exported allocation's), orErrorNotPermitted (the
  * handle was exported by this very process: use the original pointer, as
  * CUDA refuses too), orErrorInvalidResourceHandle (the allocation was freed,
  * or the exporting process exited or cannot be reached),

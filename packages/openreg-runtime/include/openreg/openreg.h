@@ -28,6 +28,12 @@
  *    with pageable host memory on the own stream. Queueing work (launches,
  *    async copies, event records) and waiting for other streams work.
  *  - Destroy and free functions accept null and then do nothing.
+ *  - Two kinds of asynchronous failure (see orLaunchKernel): a device's
+ *    sticky error stops all of its work; a stream error (orKernelFailStream)
+ *    stops only the work ordered after the failed op: later work on its
+ *    stream, and on every stream that waits for an event recorded after it.
+ *    "The sticky or stream error" below means whichever applies to the
+ *    stream or event the call waits for.
  */
 #ifndef OPENREG_OPENREG_H
 #define OPENREG_OPENREG_H
@@ -190,12 +196,13 @@ OPENREG_API orError_t orGetDeviceProperties(orDeviceProp* prop, int device);
 /* Blocks until all work queued on every stream of the current device has
  * finished.
  * Returns orSuccess, or the device's sticky error (orErrorLaunchFailure,
- * orErrorIllegalAddress) if a kernel failed, orErrorNotPermitted (called
+ * orErrorIllegalAddress) if a kernel failed, else the error of any of its
+ * streams that failed (orKernelFailStream), orErrorNotPermitted (called
  * from a kernel of this device). Related: orStreamSynchronize. */
 OPENREG_API orError_t orDeviceSynchronize(void);
 
 /* Waits for the current device's queued work, then clears its sticky error
- * so the device can be used again. Unlike a hardware reset, allocations,
+ * and the errors of its streams so the device can be used again. Unlike a hardware reset, allocations,
  * streams and events survive: a test process can go on after a kernel fault.
  * Returns orSuccess, orErrorNotPermitted (called from a kernel of this
  * device). Related: orDeviceSynchronize. */
@@ -351,20 +358,22 @@ OPENREG_API orError_t orStreamDestroy(orStream_t stream);
 
 /* Reports whether all work queued on stream has finished.
  * Returns orSuccess (finished), orErrorNotReady, orErrorInvalidResourceHandle,
- * or the device's sticky error. */
+ * or the sticky or stream error. */
 OPENREG_API orError_t orStreamQuery(orStream_t stream);
 
 /* Blocks until all work queued on stream has finished.
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
- * (called from a kernel running on stream), or the sticky error. */
+ * (called from a kernel running on stream), or the sticky or stream error. */
 OPENREG_API orError_t orStreamSynchronize(orStream_t stream);
 
 /* Makes all work queued on stream after this call wait until the work
  * captured by event's most recent orEventRecord has finished. The host does
  * not wait. An event never recorded imposes no wait. The event and stream
- * may belong to different devices.
- * Returns orSuccess, orErrorInvalidResourceHandle, or the sticky error of
- * the event's device. Related: orEventRecord. */
+ * may belong to different devices. If the captured work failed with a
+ * stream error, stream fails with it once it reaches the wait.
+ * Returns orSuccess, orErrorInvalidResourceHandle, the sticky error of the
+ * event's device, or stream's own sticky or stream error.
+ * Related: orEventRecord, orKernelFailStream. */
 OPENREG_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event);
 
 /* Writes a stream's priority.
@@ -398,7 +407,7 @@ OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
  *   event   in
  *   stream  in: must belong to the event's device
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorInvalidDevice
- * (stream of another device), or the stream's device's sticky error. */
+ * (stream of another device), or the stream's sticky or stream error. */
 OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* Reports whether the captured work has finished. An event never recorded
@@ -408,8 +417,8 @@ OPENREG_API orError_t orEventQuery(orEvent_t event);
 
 /* Blocks until the captured work has finished.
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
- * (called from a kernel that the captured work includes), or the sticky
- * error. */
+ * (called from a kernel that the captured work includes), the sticky
+ * error, or the stream error if the captured work includes the failure. */
 OPENREG_API orError_t orEventSynchronize(orEvent_t event);
 
 /* Writes the time in milliseconds between two completed records.
@@ -493,13 +502,17 @@ OPENREG_API orError_t orKernelIsOnWorker(int* onWorker);
 
 /* Kernel only. Writes the host alias of count bytes of device memory at
  * devPtr: the address where those bytes can be read and written while the
- * kernel runs. A failure also marks the running kernel failed with
+ * kernel runs, and only then. Host code that keeps it past the kernel still
+ * reaches the memory by default; with OPENREG_CHECK_ALIASES=1 it faults,
+ * naming the kernel (Note [Host aliases end with their kernel] in
+ * src/kernel.cpp). A failure also marks the running kernel failed with
  * orErrorIllegalAddress, as a memory fault on hardware would.
  *   hostPtr  out
  *   devPtr   in
  *   count    in: the range must lie inside one live allocation
  * Returns orSuccess, orErrorIllegalAddress, orErrorNotPermitted (not inside
- * a kernel), orErrorInvalidValue (hostPtr is NULL). */
+ * a kernel), orErrorInvalidValue (hostPtr is NULL), orErrorMemoryAllocation
+ * (OPENREG_CHECK_ALIASES=1 and the host cannot map another window). */
 OPENREG_API orError_t orKernelTranslatePointer(void** hostPtr,
                                                const void* devPtr,
                                                size_t count);
@@ -508,6 +521,22 @@ OPENREG_API orError_t orKernelTranslatePointer(void** hostPtr,
  * to return, as a device-side assertion would print one (copied).
  * Returns orSuccess, orErrorNotPermitted (not inside a kernel). */
 OPENREG_API orError_t orKernelSetErrorMessage(const char* message);
+
+/* Kernel only. Fails the work that depends on the running kernel rather
+ * than its device: once the kernel returns orSuccess, its stream holds a
+ * stream error with code and message (copied; the first call wins). Later
+ * work on the stream is skipped and every call that waits for it reports
+ * the error; a stream that waits for an event recorded after the kernel
+ * fails too; the device and its other streams go on (Note [Stream errors]
+ * in src/stream.cpp). For failures that are the work's, not the hardware's:
+ * a collective whose peers never came. A kernel that returns a failure
+ * leaves the device's sticky error instead. orDeviceReset clears both.
+ *   code     in: the error to report, not orSuccess
+ *   message  in, may be NULL: what failed, naming the work
+ * Returns orSuccess, orErrorNotPermitted (not inside a kernel),
+ * orErrorInvalidValue (code is orSuccess).
+ * Related: orKernelSetErrorMessage, orStreamWaitEvent. */
+OPENREG_API orError_t orKernelFailStream(orError_t code, const char* message);
 
 /* ------------------------------------------------------------------------ */
 /* Tracing                                                                   */
@@ -539,10 +568,16 @@ typedef struct orActivity {
   uint64_t externalCorrelationId; /* Launch records: the launching thread's
                                      innermost orTracePushExternalCorrelationId,
                                      0 if none */
+  uint64_t waitedForCorrelationId; /* StreamWait records, and Synchronize
+                                      records of orEventSynchronize: the
+                                      correlationId of the EventRecord waited
+                                      for (0 if it was recorded while tracing
+                                      was off); 0 for other records */
 } orActivity;
 
 /* Switches recording of activity records on (non-zero) or off. Records
- * already taken stay until drained.
+ * already taken stay until drained; switching on from off resets the
+ * dropped count (orTraceGetDroppedCount).
  * Returns orSuccess. */
 OPENREG_API orError_t orTraceEnable(int enable);
 
@@ -554,6 +589,15 @@ OPENREG_API orError_t orTraceEnable(int enable);
  * Returns orSuccess, orErrorInvalidValue. */
 OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
                                    size_t* count);
+
+/* Writes how many records were not kept since recording was last switched
+ * on, because 2^20 records were waiting to be drained: a consumer that
+ * finds a non-zero count must say its trace is incomplete (and drain more
+ * often, as a profiler flushes its buffers during a long run).
+ *   count  out
+ * Returns orSuccess, orErrorInvalidValue (count is NULL).
+ * Related: orTraceDrain, orTraceEnable. */
+OPENREG_API orError_t orTraceGetDroppedCount(uint64_t* count);
 
 /* Writes the tracing clock: a monotonic time in nanoseconds.
  * Returns orSuccess, orErrorInvalidValue. */
