@@ -20,6 +20,7 @@ namespace {
 constexpr int kDefaultDeviceCount = 2;
 constexpr size_t kDefaultDeviceMemory = size_t{4} << 30;  // 4 GiB, reserved lazily
 constexpr int kMaxDeviceCount = 64;
+constexpr size_t kDefaultTraceRecords = size_t{1} << 20;  // waiting to be drained
 // LITERALINCLUDE END: OR_CONFIG_DEFAULTS
 
 thread_local int threadDevice = 0;
@@ -79,6 +80,7 @@ struct Config {
   size_t capacity = kDefaultDeviceMemory;
   bool launchBlocking = false;
   bool checkAliases = false;
+  size_t traceRecords = kDefaultTraceRecords;
   orError_t error = orSuccess;
   std::string message;
 };
@@ -113,6 +115,16 @@ Config readConfig() {
   if (const char* text = std::getenv("OPENREG_CHECK_ALIASES")) {
     config.checkAliases = parseSwitch("OPENREG_CHECK_ALIASES", text);
   }
+  if (const char* text = std::getenv("OPENREG_TRACE_RECORDS")) {
+    char* end = nullptr;
+    long long parsed = std::strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || parsed < 1) {
+      config.error = orErrorInitializationError;
+      config.message = format("OPENREG_TRACE_RECORDS=%s is not a whole number of records of at least 1", text);
+      return config;
+    }
+    config.traceRecords = static_cast<size_t>(parsed);
+  }
   // LITERALINCLUDE END: OR_ENV_CONFIG
   return config;
 }
@@ -132,6 +144,7 @@ Runtime* start() {
   }
   rt->launchBlocking = cfg.launchBlocking;
   rt->checkAliases = cfg.checkAliases;
+  rt->traceRecords = cfg.traceRecords;
   std::vector<DeviceMapping> mappings;
   for (int index = 0; index < cfg.count; ++index) {
     DeviceMapping mapping;

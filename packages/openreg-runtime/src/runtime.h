@@ -428,6 +428,7 @@ struct Runtime {
   std::vector<std::unique_ptr<Device>> devices;
   bool launchBlocking = false;
   bool checkAliases = false;  // OPENREG_CHECK_ALIASES: Note [Host aliases end with their kernel]
+  size_t traceRecords = 0;    // OPENREG_TRACE_RECORDS: how many may wait to be drained
   orError_t initError = orSuccess;
   std::string initMessage;
 };

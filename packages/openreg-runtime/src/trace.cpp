@@ -11,8 +11,6 @@
 namespace openreg::rt {
 namespace {
 
-constexpr size_t kMaxRecords = size_t{1} << 20;  // later records are dropped
-
 std::atomic<bool> enabled{false};
 std::atomic<uint64_t> correlation{0};
 std::mutex recordsMutex;
@@ -50,7 +48,7 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   record.externalCorrelationId = externalCorrelationId;
   record.waitedForCorrelationId = waitedForCorrelationId;
   std::lock_guard<std::mutex> lock(recordsMutex);
-  if (records.size() < kMaxRecords) {
+  if (records.size() < runtime().traceRecords) {
     records.push_back(record);
   } else {
     ++dropped;  // orTraceGetDroppedCount tells the consumer

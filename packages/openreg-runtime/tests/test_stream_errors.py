@@ -28,12 +28,14 @@ def on_device(device: int, call):
         ort.set_device(previous)
 
 
-def test_work_after_the_failure_is_skipped_and_every_wait_reports_it(res, raises_or):
+def test_work_after_the_failure_is_skipped_and_every_wait_reports_it(res, raises_or, gate):
     s, other = res.stream(), res.stream()
     ran = []
+    ort.launch_kernel(s, gate, "gate")  # the failure must not happen before "after" is queued
     ort.launch_kernel(s, lambda: ran.append("before"), "before")
     ort.launch_kernel(s, failing("collective #3 lost rank 1"), "collective")
     ort.launch_kernel(s, lambda: ran.append("after"), "after")
+    gate.open()
     with raises_or("orErrorLaunchFailure", "collective #3 lost rank 1", "kernel 'collective'", FAILED):
         ort.stream_synchronize(s)
     assert ran == ["before"]  # the work ordered after it never ran
@@ -56,12 +58,14 @@ def test_work_after_the_failure_is_skipped_and_every_wait_reports_it(res, raises
     assert ran[-1] == "after reset"
 
 
-def test_a_pageable_copy_through_a_failed_stream_reports_it(res, raises_or, hostmem):
+def test_a_pageable_copy_through_a_failed_stream_reports_it(res, raises_or, hostmem, gate):
     s = res.stream()
     dev = res.malloc(16)
     hostmem.device_write(dev, b"A" * 16)
     buffer, address = hostmem.pageable(16)
+    ort.launch_kernel(s, gate, "gate")  # the copy is queued before the failure: it runs, and is skipped
     ort.launch_kernel(s, failing("allreduce #0 failed"), "allreduce")
+    gate.open()
     with raises_or("orErrorLaunchFailure", "allreduce #0 failed"):
         ort.memcpy_async(address, dev, 16, ort.orMemcpyDeviceToHost, s)
     assert buffer.raw == bytes(16)  # no value reached the host
@@ -91,11 +95,13 @@ def test_streams_that_wait_for_failed_work_fail_and_earlier_records_do_not(res, 
     ort.device_reset()
 
 
-def test_a_wait_queued_after_the_failed_work_ended_still_fails_the_waiter(res, raises_or):
+def test_a_wait_queued_after_the_failed_work_ended_still_fails_the_waiter(res, raises_or, gate):
     a, b = res.stream(), res.stream()
     event = res.event()
+    ort.launch_kernel(a, gate, "gate")  # the record is queued before the failure
     ort.launch_kernel(a, failing("broadcast #1 failed"), "broadcast")
     ort.event_record(event, a)
+    gate.open()
     with raises_or("orErrorLaunchFailure", "broadcast #1 failed"):
         ort.stream_synchronize(a)
     ort.stream_wait_event(b, event)  # the event has completed, its work failed
@@ -104,12 +110,14 @@ def test_a_wait_queued_after_the_failed_work_ended_still_fails_the_waiter(res, r
     ort.device_reset()
 
 
-def test_the_failure_crosses_devices_through_an_event(res, raises_or):
+def test_the_failure_crosses_devices_through_an_event(res, raises_or, gate):
     a0, b1 = res.stream(device=0), res.stream(device=1)
     event = res.event(device=0)
+    ort.launch_kernel(a0, gate, "gate")  # the record is queued before the failure
     ort.launch_kernel(a0, failing("all_gather #4 failed"), "all_gather")
     ort.event_record(event, a0)
     ort.stream_wait_event(b1, event)
+    gate.open()
     with raises_or("orErrorLaunchFailure", "all_gather #4 failed"):
         ort.stream_synchronize(b1)
     for device in (0, 1):
@@ -200,19 +208,25 @@ def test_waits_name_the_record_they_wait_for(res):
     assert all(r["waited_for_correlation_id"] == 0 for r in records if r not in (wait, sync))
 
 
-def test_records_beyond_the_buffer_are_counted_as_dropped(res):
-    capacity = 1 << 20
-    s = res.stream()
-    dev = res.malloc(1)
-    ort.trace_enable(True)
-    operations = capacity // 2 + 1000  # a launch record and a memset record each
-    for _ in range(operations):
-        ort.memset_async(dev, 0, 1, s)
-    ort.stream_synchronize(s)  # one more record
-    ort.trace_enable(False)
-    dropped = ort.trace_get_dropped_count()
-    assert dropped == 2 * operations + 1 - capacity
-    assert len(ort.trace_drain()) == capacity
-    ort.trace_enable(True)  # switching on again starts a new count
-    assert ort.trace_get_dropped_count() == 0
-    ort.trace_enable(False)
+def test_records_beyond_the_buffer_are_counted_as_dropped(run_python):
+    # OPENREG_TRACE_RECORDS bounds the records waiting to be drained; those
+    # beyond it are counted, never dropped silently.
+    code = """
+import openreg_runtime as ort
+s = ort.stream_create()
+dev = ort.malloc(1)
+ort.trace_enable(True)
+for _ in range(600):
+    ort.memset_async(dev, 0, 1, s)  # a launch record and a memset record each
+ort.stream_synchronize(s)  # and one synchronize record
+ort.trace_enable(False)
+print(ort.trace_get_dropped_count(), len(ort.trace_drain()))
+ort.trace_enable(True)  # switching on again starts a new count
+print(ort.trace_get_dropped_count())
+"""
+    result = run_python(code, env={"OPENREG_TRACE_RECORDS": "1000"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(2 * 600 + 1 - 1000), "1000", "0"]
+    bad = run_python("import openreg_runtime as ort; ort.get_device_count(); ort.malloc(1)",
+                     env={"OPENREG_TRACE_RECORDS": "0"})
+    assert "OPENREG_TRACE_RECORDS=0 is not a whole number of records" in bad.stderr

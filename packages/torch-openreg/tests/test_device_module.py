@@ -249,7 +249,17 @@ def _check_extensions():
     assert isinstance(openreg.extensions(), dict)
 
 
+def _check_profiler_activity():
+    # test_profiler.py checks the records' meaning; here, the API's shape.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]):
+        torch.ones(2, device="openreg").add_(1)
+    records = openreg.profiler_activity()
+    assert all(isinstance(r, openreg.ActivityRecord) for r in records)
+    assert {"launch", "kernel"} <= {r.kind for r in records}
+
+
 CHECKS = {
+    "ActivityRecord": _check_profiler_activity, "profiler_activity": _check_profiler_activity,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,
     "StreamContext": _check_stream_context, "current_device": _check_current_device,
     "current_stream": _check_current_stream, "default_generators": _check_default_generators,

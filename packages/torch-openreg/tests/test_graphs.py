@@ -320,3 +320,63 @@ def test_a_reset_graph_captures_again():
     graph.replay()
     assert x.cpu().tolist() == [10.0, 10.0]
     graph.reset()
+
+
+def capture_dropout(x: torch.Tensor, generator: torch.Generator | None = None):
+    """A graph of one dropout of x (and a second draw from generator, if
+    given), captured on a side stream joined both ways."""
+    side = torch.Stream(device="openreg")
+    graph = torch.accelerator.Graph()
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        graph.capture_begin()
+        y = F.dropout(x, 0.5)
+        z = torch.rand(x.shape, device="openreg", generator=generator) if generator is not None else None
+        graph.capture_end()
+    torch.openreg.current_stream().wait_stream(side)
+    return graph, y, z
+
+
+def test_random_kernels_draw_new_numbers_at_every_replay():
+    # Note [Random numbers in graphs]: a replay must not repeat the masks
+    # of the capture, and the numbers follow the generator's seed.
+    x = torch.ones(256, device="openreg")
+
+    def replays(seed: int) -> list[list[float]]:
+        torch.openreg.manual_seed(seed)
+        graph, y, _ = capture_dropout(x)
+        masks = []
+        for _ in range(4):
+            graph.replay()
+            masks.append(y.cpu().tolist())
+        return masks
+
+    first = replays(7)
+    assert len({tuple(mask) for mask in first}) == 4, "a replay repeated the numbers of another"
+    for mask in first:
+        assert set(mask) == {0.0, 2.0} and 64 < mask.count(0.0) < 192  # still a dropout of p=0.5
+    assert replays(7) == first  # the same seed gives the same replays
+    assert replays(8) != first
+
+
+def test_replays_advance_the_generators_they_draw_from():
+    # Each replay draws from the default generator and from a generator of
+    # the user's, in program order: after two replays, both are where two
+    # draws (not zero) put them.
+    x = torch.ones(64, device="openreg")
+    mine = torch.Generator(device="openreg").manual_seed(3)
+    torch.openreg.manual_seed(5)
+    graph, _, z = capture_dropout(x, mine)
+    start_default, start_mine = torch.openreg.get_rng_state(), mine.get_state()
+    graph.replay()
+    first = z.cpu()
+    graph.replay()
+    second = z.cpu()
+    assert not torch.equal(first, second)
+    assert not torch.equal(torch.openreg.get_rng_state(), start_default)
+    assert not torch.equal(mine.get_state(), start_mine)
+    after = torch.rand(4, device="openreg", generator=mine).cpu()
+    mine.set_state(start_mine)
+    torch.rand(1, device="openreg", generator=mine)  # what the two replays drew, one value each
+    torch.rand(1, device="openreg", generator=mine)
+    torch.testing.assert_close(torch.rand(4, device="openreg", generator=mine).cpu(), after)

@@ -242,3 +242,75 @@ def test_legacy_profiler_reports_non_negative_device_times_without_warnings(use_
         assert event.self_device_time_total >= 0
     assert sum(e.self_device_time_total for e in averages) > 0
     assert any(e.key == "aten::addmm" and e.device_time_total > 0 for e in averages)
+
+
+def test_a_stream_wait_names_the_event_record_it_waits_for(tmp_path, gate):
+    # In the trace's args and in torch.openreg.profiler_activity(), which
+    # tools that replay the device's timeline read (openreg-perf).
+    main, side = torch.openreg.current_stream(), torch.Stream(device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        held = gate(main)
+        event = torch.Event(device="openreg")
+        event.record(main)
+        side.wait_event(event)
+        held.open()
+        torch.openreg.synchronize()
+    syncs = {e["name"]: e for e in complete_events(exported(prof, tmp_path), {"cuda_sync"})}
+    assert syncs["streamWaitEvent"]["args"]["waits for"] == syncs["eventRecord"]["args"]["correlation"]
+    records = torch.openreg.profiler_activity()
+    (record,) = [r for r in records if r.kind == "event_record"]
+    (wait,) = [r for r in records if r.kind == "stream_wait"]
+    assert wait.waited_for_correlation_id == record.correlation_id > 0
+    assert (record.stream, wait.stream) == (native_stream_id(main), native_stream_id(side))
+
+
+def test_profiler_activity_ties_each_launch_to_its_operator():
+    x = torch.randn(8, 8, device="openreg")
+    with profile(activities=ACTIVITIES, record_shapes=True) as prof:
+        y = torch.mm(x, x)
+    operators = {e.correlation_id(): e for e in prof.profiler.kineto_results.events()
+                 if e.device_type() == torch.autograd.DeviceType.CPU}
+    records = torch.openreg.profiler_activity()
+    (launch,) = [r for r in records if r.kind == "launch" and r.name == "aten::mm"]
+    (kernel,) = [r for r in records if r.kind == "kernel" and r.correlation_id == launch.correlation_id]
+    operator = operators[launch.external_correlation_id]
+    assert operator.name() == "aten::mm" and operator.shapes() == [[8, 8], [8, 8]]
+    assert launch.start_ns <= kernel.start_ns <= kernel.end_ns
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
+
+
+PROFILE_ADDS = """
+import sys, warnings, torch
+from torch.profiler import ProfilerActivity, profile
+from torch_openreg import _C
+
+def kept(count):
+    x = torch.zeros(1, device="openreg")
+    torch.openreg.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        for _ in range(count):
+            x.add_(1)
+    assert x.item() == count
+    return sum(1 for r in torch.openreg.profiler_activity() if r.kind == "kernel" and r.name == "aten::add_")
+
+warnings.simplefilter("error")
+print("drained while running:", kept(40_000), flush=True)
+_C._testing.pause_profiler_draining(True)
+print("draining held back:", kept(40_000), flush=True)
+"""
+
+
+def test_a_long_profile_keeps_every_kernel_and_dropped_records_are_reported(python):
+    # The runtime holds OPENREG_TRACE_RECORDS records until they are drained
+    # (2^20 by default; 2^16 here, so that a short program overflows it):
+    # 40,000 kernels leave 80,000 records. The session drains while the
+    # program runs, so it keeps every kernel; with its draining held back,
+    # the runtime drops records and the profiler warns, on the standard
+    # error as Kineto does when CUPTI drops records.
+    result = python.run(PROFILE_ADDS, env={"OPENREG_TRACE_RECORDS": str(1 << 16)})
+    lines = result.stdout.splitlines()
+    assert lines[0] == "drained while running: 40000"
+    assert int(lines[1].split(": ")[1]) < 40_000
+    assert result.stderr.count("openreg profiler: the runtime dropped") == 1, result.stderr
+    assert "device activity records" in result.stderr

@@ -591,7 +591,8 @@ OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
                                    size_t* count);
 
 /* Writes how many records were not kept since recording was last switched
- * on, because 2^20 records were waiting to be drained: a consumer that
+ * on, because OPENREG_TRACE_RECORDS records (2^20 unless set) were waiting
+ * to be drained: a consumer that
  * finds a non-zero count must say its trace is incomplete (and drain more
  * often, as a profiler flushes its buffers during a long run).
  *   count  out

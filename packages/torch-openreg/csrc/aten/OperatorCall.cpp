@@ -140,7 +140,7 @@ Stack KernelArguments::cpuStack(const std::vector<at::Tensor>& views) const {
   for (const c10::IValue& arg : template_) {
     stack.push_back(mapTensors(arg, [&](const at::Tensor& t) { return placeholder_[slot++] ? views[view++] : t; }));
   }
-  for (const auto& [index, seed] : seeds_) stack[index] = at::detail::createCPUGenerator(seed);
+  for (const auto& [index, seed] : seeds_) stack[index] = at::detail::createCPUGenerator(seed.value());
   return stack;
 }
 

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/Generator.h"
+
 namespace torch_openreg {
 
 using Stack = torch::jit::Stack;
@@ -75,7 +77,7 @@ class KernelArguments {
   std::vector<c10::IValue> template_;  // device tensors left undefined
   std::vector<bool> placeholder_;      // per tensor, in order: a device tensor
   std::vector<at::Tensor> deviceTensors_;
-  std::vector<std::pair<size_t, uint64_t>> seeds_;
+  std::vector<std::pair<size_t, KernelSeed>> seeds_;
 };
 
 // The Meta kernel's results for op on args (meta tensors), or null when it

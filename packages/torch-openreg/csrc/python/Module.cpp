@@ -20,6 +20,7 @@
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
+#include "runtime/Profiler.h"
 #include "runtime/Serialization.h"
 #include "runtime/Stream.h"
 
@@ -130,6 +131,11 @@ void bindModule(py::module_ m) {
     return deviceAllocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
+  m.def("_profiler_activity", [] {
+    std::vector<orActivity> records = lastSessionRecords();
+    return py::make_tuple(py::bytes(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(orActivity)),
+                          sizeof(orActivity));
+  });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
   m.def("_executor_counts", [] {
     py::dict out;

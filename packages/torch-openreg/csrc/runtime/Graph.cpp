@@ -1,8 +1,9 @@
 // Graph.cpp - torch.accelerator.Graph on openreg: PyTorch's device-generic
 // GraphImplInterface over libopenreg's stream capture (orStreamBeginCapture,
 // orGraphInstantiate, orGraphLaunch), with a private memory pool per graph.
-// Not here: torch.cuda.CUDAGraph's extras (graph-safe RNG state, capture of
-// several streams joined by events), which openreg graphs do not support.
+// Random kernels draw new numbers at every replay (Note [Random numbers in
+// graphs] in Generator.cpp). Not here: torch.cuda.CUDAGraph's capture of
+// several streams joined by events, which openreg graphs do not support.
 #include "runtime/Graph.h"
 
 #include <ATen/core/GraphImplInterface.h>
@@ -14,6 +15,7 @@
 
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
+#include "runtime/Generator.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
@@ -69,6 +71,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
     device_ = device;
     stream_ = stream;
     pool_ = poolId;
+    randomness_ = beginGraphRandomness(nativeStream(stream));
     capturing_ = true;
   }
 
@@ -80,6 +83,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
     orGraph_t graph = nullptr;
     orError_t status = orStreamEndCapture(nativeStream(stream_), &graph);
     endAllocateToPool(device_, nativeStream(stream_));
+    endGraphRandomness(nativeStream(stream_));
     capturing_ = false;
     if (status != orSuccess) {
       releasePool(device_, pool_);  // an invalidated capture keeps nothing
@@ -106,7 +110,9 @@ class OpenRegGraph final : public at::GraphImplInterface {
                 "openreg graph: replay() needs a finished capture");
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     if (exec_ == nullptr) instantiate();  // keep_graph=True: first replay instantiates
-    OPENREG_CHECK(orGraphLaunch(exec_, nativeStream(currentStream(device_))));
+    orStream_t stream = nativeStream(currentStream(device_));
+    randomness_->queueReplaySeeds(stream);
+    OPENREG_CHECK(orGraphLaunch(exec_, stream));
   }
 
   void reset() override {
@@ -114,6 +120,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
       orGraph_t discarded = nullptr;
       if (orStreamEndCapture(nativeStream(stream_), &discarded) == orSuccess) orGraphDestroy(discarded);
       endAllocateToPool(device_, nativeStream(stream_));
+      endGraphRandomness(nativeStream(stream_));
       capturing_ = false;
       hasPool_ = true;
     }
@@ -151,6 +158,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
   c10::MempoolId_t pool_{0, 0};
   orGraph_t graph_ = nullptr;
   orGraphExec_t exec_ = nullptr;
+  std::shared_ptr<GraphRandomness> randomness_;  // the generators its random kernels use
 };
 
 }  // namespace

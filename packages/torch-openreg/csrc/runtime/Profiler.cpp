@@ -13,15 +13,22 @@
 #include <output_base.h>
 #include <time_since_epoch.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "runtime/Profiler.h"
 
 namespace torch_openreg {
 namespace {
@@ -44,6 +51,17 @@ int64_t wallClockOffsetNs() {
 // The record_function ranges (user correlation ids) open on this thread.
 thread_local std::vector<uint64_t> openUserRanges;
 
+std::atomic<bool> drainingPaused{false};  // pauseProfilerDrainingForTesting
+
+std::mutex lastSessionMutex;
+std::vector<orActivity> lastSession;  // lastSessionRecords()
+
+// How often a session moves the runtime's records into its own buffer: the
+// runtime keeps at most 2^20 waiting (orTraceGetDroppedCount counts the
+// rest), which a program launching a million operations a second would
+// fill in half a second.
+constexpr auto kDrainInterval = std::chrono::milliseconds(20);
+
 // LITERALINCLUDE START: PROFILER_SESSION
 // Note [How runtime activity becomes Kineto activity]
 // PyTorch pushes a correlation id around every operator it records; the
@@ -59,10 +77,13 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
  public:
   explicit OpenRegProfilerSession(const std::set<ActivityType>& requested) : requested_(requested) {}
 
+  ~OpenRegProfilerSession() override { stopDraining(); }
+
   void start() override {
     discardOlderRecords();
     offsetNs_ = wallClockOffsetNs();
     orTraceEnable(1);
+    startDraining();
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
@@ -71,7 +92,13 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   void stop() override {
     waitForEveryDevice();
     orTraceEnable(0);
+    stopDraining();
     drainRecords();
+    reportDroppedRecords();
+    {
+      std::lock_guard<std::mutex> lock(lastSessionMutex);
+      lastSession = records_;
+    }
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 
@@ -148,6 +175,39 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     orSetDevice(current);
   }
 
+  // A long profile drains while it runs, so that the runtime's buffer never
+  // fills (Note [How runtime activity becomes Kineto activity]).
+  void startDraining() {
+    if (drainer_.joinable()) return;  // started already
+    stopping_ = false;
+    drainer_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(drainMutex_);
+      while (!drainStop_.wait_for(lock, kDrainInterval, [this] { return stopping_; })) {
+        if (!drainingPaused.load()) drainRecords();
+      }
+    });
+  }
+
+  void stopDraining() {
+    {
+      std::lock_guard<std::mutex> lock(drainMutex_);
+      stopping_ = true;
+    }
+    drainStop_.notify_one();
+    if (drainer_.joinable()) drainer_.join();
+  }
+
+  // As Kineto reports the records CUPTI dropped: the trace is incomplete.
+  void reportDroppedRecords() {
+    uint64_t dropped = 0;
+    if (orTraceGetDroppedCount(&dropped) != orSuccess || dropped == 0) return;
+    std::string message = "openreg profiler: the runtime dropped " + std::to_string(dropped) +
+                          " device activity records (its buffer was full); the trace and key_averages() "
+                          "miss that device work";
+    errors_.push_back(message);
+    TORCH_WARN(message);
+  }
+
   static void discardOlderRecords() {
     orActivity scratch[256];
     size_t count = 0;
@@ -156,16 +216,17 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     } while (count == 256);
   }
 
+  // The drainer thread while recording, then stop(): never both at once.
   void drainRecords() {
     orActivity batch[256];
     size_t count = 0;
     do {
       orTraceDrain(batch, 256, &count);
       records_.insert(records_.end(), batch, batch + count);
+      for (size_t i = 0; i < count; ++i) {
+        if (batch[i].kind != orActivityKindLaunch) streamsSeen_.insert({batch[i].device, batch[i].stream});
+      }
     } while (count == 256);
-    for (const orActivity& record : records_) {
-      if (record.kind != orActivityKindLaunch) streamsSeen_.insert({record.device, record.stream});
-    }
   }
 
   // Event records and stream waits take Kineto's synchronisation type, as
@@ -181,10 +242,12 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
 
   // PyTorch asks a PrivateUse1 profiler for kernels, copies, memsets and
   // annotations, never for CUDA_SYNC (enable_cuda_sync_events is CUDA's
-  // switch). A stream's event records and waits order its kernels, so they
-  // come with them: the lane shows why a kernel started late.
+  // switch). A stream's event records and waits order its kernels, and the
+  // host's waits order what it launches next, so they come with them: the
+  // lanes show why a kernel started late (and openreg-perf replays them).
   bool wanted(const orActivity& record) const {
-    bool ordersKernels = record.kind == orActivityKindEventRecord || record.kind == orActivityKindStreamWait;
+    bool ordersKernels = record.kind == orActivityKindEventRecord || record.kind == orActivityKindStreamWait ||
+                         record.kind == orActivityKindSynchronize;
     return requested_.count(typeOf(record.kind)) != 0 ||
            (ordersKernels && requested_.count(ActivityType::CONCURRENT_KERNEL) != 0);
   }
@@ -204,6 +267,11 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     activity.linked = op == 0 ? nullptr : linkedOperator(static_cast<int32_t>(op));
     activity.addMetadataQuoted("stream", std::to_string(record.stream));
     activity.addMetadataQuoted("device", std::to_string(record.device));
+    activity.addMetadataQuoted("correlation", std::to_string(record.correlationId));
+    // A wait names the event record it waits for (its correlation).
+    if (record.waitedForCorrelationId != 0) {
+      activity.addMetadataQuoted("waits for", std::to_string(record.waitedForCorrelationId));
+    }
     return &activity;
   }
   // LITERALINCLUDE END: PROFILER_SESSION
@@ -249,6 +317,10 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
 
   const std::set<ActivityType> requested_;
   int64_t offsetNs_ = 0;
+  std::thread drainer_;
+  std::mutex drainMutex_;
+  std::condition_variable drainStop_;
+  bool stopping_ = false;
   std::vector<orActivity> records_;
   std::set<std::pair<int, uint64_t>> streamsSeen_;  // (device, stream)
   std::mutex mutex_;  // userRangesOfOperator_ is filled by every profiled thread
@@ -284,4 +356,12 @@ REGISTER_PRIVATEUSE1_PROFILER(OpenRegActivityProfiler);
 // LITERALINCLUDE END: PROFILER_REGISTRATION
 
 }  // namespace
+
+void pauseProfilerDrainingForTesting(bool paused) { drainingPaused.store(paused); }
+
+std::vector<orActivity> lastSessionRecords() {
+  std::lock_guard<std::mutex> lock(lastSessionMutex);
+  return lastSession;
+}
+
 }  // namespace torch_openreg

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <torch_openreg/Check.h>
+#include <torch_openreg/Kernel.h>
 
 #include "runtime/Device.h"
 
@@ -47,6 +48,14 @@ orStream_t nativeStream(const c10::Stream& stream) {
 
 c10::Stream wrapStream(orStream_t stream) {
   return asStream(deviceOf(stream), stream);
+}
+
+c10::Stream getStreamFromExternal(orStream_t stream, c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  c10::DeviceIndex owner = deviceOf(stream);  // raises for a handle that is not a live stream
+  TORCH_CHECK(owner == device, "getStreamFromExternal: the stream belongs to openreg:", static_cast<int>(owner),
+              ", not to openreg:", static_cast<int>(device));
+  return asStream(device, stream);
 }
 
 void checkStream(const c10::Stream& stream) {

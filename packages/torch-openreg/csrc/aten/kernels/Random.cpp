@@ -29,9 +29,9 @@ namespace {
 template <typename Fill>
 at::Tensor& randomFill(const char* name, at::Tensor& self, const std::optional<at::Generator>& gen,
                        Fill fill) {
-  uint64_t seed = drawKernelSeed(gen, self.device().index());
+  KernelSeed seed = drawKernelSeed(gen, self.device().index());
   launchKernel(name, {self}, [seed, fill](std::vector<at::Tensor>& views) {
-    at::Generator kernelGenerator = at::detail::createCPUGenerator(seed);
+    at::Generator kernelGenerator = at::detail::createCPUGenerator(seed.value());
     fill(views[0], kernelGenerator);
   });
   return self;

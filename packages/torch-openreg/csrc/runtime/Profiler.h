@@ -1,0 +1,22 @@
+// Profiler.h - what the rest of the backend needs of the Kineto activity
+// profiler (Profiler.cpp), which registers itself with PyTorch.
+#pragma once
+
+#include <openreg/openreg.h>
+
+#include <vector>
+
+namespace torch_openreg {
+
+// The runtime's activity records (orActivity, oldest first) of the last
+// profiling session that recorded openreg activity, as it drained them:
+// launches, device work, event records and waits, host synchronisations.
+// For tools that replay the device's timeline (openreg-perf), through
+// torch.openreg.profiler_activity().
+std::vector<orActivity> lastSessionRecords();
+
+// Tests only: stops profiling sessions from draining the runtime's records
+// while they run, so that a test can fill the runtime's buffer.
+void pauseProfilerDrainingForTesting(bool paused);
+
+}  // namespace torch_openreg
