@@ -72,3 +72,24 @@ def test_autocast_casts_with_openreg_amp_and_says_what_to_install_without():
     else:
         assert facts["dtype"] == "torch.float32"  # full precision, not a crash
         assert [w for w in facts["warnings"] if "install torch-openreg[amp]" in w], facts["warnings"]
+
+
+@pytest.mark.needs_packages("openreg-amp", "openreg-distributed")
+@pytest.mark.parametrize("layer", ["openreg_amp", "openreg_distributed"])
+def test_a_layer_imported_before_torch_is_registered(layer):
+    # Note [A layer imported before torch]: the layer's import runs torch's
+    # autoload, which loads the layers while this one is half imported.
+    code = f"""
+import warnings
+warnings.simplefilter("error")  # no "circular import" warning either
+import {layer}
+import torch
+import torch.distributed as dist
+assert torch.openreg.extensions()["amp" if "{layer}" == "openreg_amp" else "distributed"] == "loaded"
+with torch.autocast("openreg", dtype=torch.float16):
+    y = torch.mm(torch.ones(2, 2, device="openreg"), torch.ones(2, 2, device="openreg"))
+print(y.dtype, "occl" in dist.Backend.backend_list)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["torch.float16", "True"]

@@ -9,14 +9,13 @@ torch_openreg's).
 import os
 from importlib.metadata import version
 
-import torch
-
-from openreg_amp._build_info import TORCH_OPENREG_VERSION as _BUILT_FOR_TORCH_OPENREG
-from openreg_amp._build_info import TORCH_VERSION as _BUILT_FOR_TORCH
-
 __all__ = ["library_path", "register"]
 
 _registered = False
+# Note [A layer imported before torch] in torch_openreg/_extensions.py:
+# register() may be called while this module is still importing torch.
+_module_ready = False
+_register_when_ready = False
 
 
 def library_path() -> str:
@@ -32,8 +31,11 @@ def register() -> None:
     was compiled against: the library would not load, or worse, load and
     misbehave. torch_openreg reports the refusal in torch.openreg.extensions().
     """
-    global _registered
+    global _registered, _register_when_ready
     if _registered:
+        return
+    if not _module_ready:  # import openreg_amp ran import torch, which loads the layers: finish below
+        _register_when_ready = True
         return
     installed = {"torch": torch.__version__, "torch-openreg": version("torch-openreg")}
     built = {"torch": _BUILT_FOR_TORCH, "torch-openreg": _BUILT_FOR_TORCH_OPENREG}
@@ -45,3 +47,13 @@ def register() -> None:
     torch.ops.load_library(library_path())
     _registered = True
 # LITERALINCLUDE END: OPENREG_AMP_REGISTER
+
+
+import torch  # noqa: E402  (after register: Note [A layer imported before torch])
+
+from openreg_amp._build_info import TORCH_OPENREG_VERSION as _BUILT_FOR_TORCH_OPENREG  # noqa: E402
+from openreg_amp._build_info import TORCH_VERSION as _BUILT_FOR_TORCH  # noqa: E402
+
+_module_ready = True
+if _register_when_ready:
+    register()

@@ -9,7 +9,11 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <openreg/openreg.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch_openreg/Kernel.h>
+
+#include <string>
 
 #include "Rendezvous.h"
 
@@ -26,14 +30,34 @@ std::string namedFailure(const CollectiveName& name, const std::string& message)
 
 }  // namespace
 
+// Note [Each group meets under keys of its own]
+// c10d hands a group the store under a prefix made of the group's name, and
+// names are reused: the default group made again after
+// destroy_process_group() is "0" again, and its old keys (the control
+// blocks' handles, unreceived messages) are still in the store. So every
+// group of this name that a rank makes gets the next number of a counter of
+// the rank's own, and the group's keys live under that number: the ranks of
+// one group agree on it (each has made the same groups of this name before),
+// and no group ever reads a key of an earlier one. A rank that made a
+// different number of them meets nobody, and the collective fails loudly
+// with a timeout naming it, as gloo does.
+namespace {
+
+c10::intrusive_ptr<c10d::Store> keysOfThisGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank) {
+  int64_t instance = store->add("occl/instances/" + std::to_string(rank), 1);
+  return c10::make_intrusive<c10d::PrefixStore>("occl/" + std::to_string(instance), store);
+}
+
+}  // namespace
+
 OcclBackend::OcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string group, TransportFactory makeTransport)
     : c10d::Backend(rank, size),
-      store_(store),
+      store_(keysOfThisGroup(store, rank)),
       timeout_(timeout),
       group_(std::move(group)),
       makeTransport_(std::move(makeTransport)),
-      transport_(makeTransport_(store, rank, size, timeout)) {}
+      transport_(makeTransport_(store_, rank, size, timeout)) {}
 
 OcclBackend::~OcclBackend() {
   try {
@@ -64,14 +88,12 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
   c10::Device device = seen.value_or(c10::Device(c10::DeviceType::PrivateUse1,
                                                  c10::impl::VirtualGuardImpl(c10::DeviceType::PrivateUse1).getDevice().index()));
   if (!device_) {
+    // A stream of the group's own, as each NCCL communicator has: its
+    // failure (Note [A failed collective]) must not reach other groups.
+    c10::DeviceGuard onDevice(device);
+    openreg::check(orStreamCreateWithPriority(&commNative_, /*priority=*/-1));
     device_ = device;
-    c10::impl::VirtualGuardImpl guard(device.type());
-    // Stop-gap: torch-openreg has no public API for a stream of one's own,
-    // so the comm stream comes from the high-priority pool, which ordinary
-    // user streams (default priority) do not draw from. FSDP2's streams
-    // (priority -1) and other groups still may share one of its 8 streams
-    // round robin: a dedicated stream per group needs a torch_openreg API.
-    comm_ = guard.getNewStream(device, /*priority=*/-1);
+    comm_ = torch_openreg::getStreamFromExternal(commNative_, device.index());
   }
   TORCH_CHECK(*device_ == device, "occl: ", collective.op, " got tensors on ", device, " but this group runs on ",
               *device_, " (the device of its first collective); each rank of a group uses one device: call "
@@ -87,8 +109,22 @@ c10::Device OcclBackend::bindDevice(const Collective& collective) {
 // the caching allocator does not hand their memory to other work before
 // the collective ends even if the caller drops them. Work::wait() makes
 // the caller's stream wait on an event recorded after the kernel; the
-// future is completed, stream-ordered, once the kernel has ended, with the
-// outputs or the group's failure (Completion.h).
+// future is completed when the collective is queued, stream-ordered as
+// NCCL's is: waiting on it orders the waiter's stream after the kernel.
+//
+// LITERALINCLUDE START: OCCL_FAILED_COLLECTIVE
+// Note [A failed collective]
+// A collective that cannot complete (a peer gone, late or out of step,
+// mismatched tensors) must not hand anyone its output: the kernel records
+// the failure in the group, which refuses its later collectives, and fails
+// its stream (orKernelFailStream, the runtime's Note [Stream errors]). So
+// everything ordered after it fails with the collective's message, naming
+// the group and the ranks: a stream that waited for it through wait() or
+// the future, any synchronisation or copy through such a stream, and the
+// group's later kernels; ordinary compute that does not wait for it and the
+// other groups, each on a comm stream of its own, go on. NCCL's kernel
+// would instead hang until the watchdog aborts the communicator.
+// LITERALINCLUDE END: OCCL_FAILED_COLLECTIVE
 // LITERALINCLUDE START: OCCL_LAUNCH
 c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -115,24 +151,23 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   if (launched.empty()) launched.push_back(at::empty({0}, at::TensorOptions().device(device)));  // barrier
   c10::StreamGuard onComm(*comm_);
   CollectiveName name{collective.op, seq, group_};
-  auto succeeded = std::make_shared<std::atomic<bool>>(false);
   auto body = [transport = transport_, failure = failure_, name, run = std::move(collective.body),
-               timeout = collective.timeout, counted = !collective.pointToPoint,
-               succeeded](std::vector<at::Tensor>& views) {
-    // A failure belongs to the group, not to the device: it is recorded
-    // and the kernel returns normally, so other groups' collectives and
-    // ordinary compute on this device go on. The group's later kernels
-    // stop at once (its ranks are out of step); its works report it.
-    if (failure->failed()) return;
-    try {
-      run(*transport, name, views, timeout);
-      if (counted) transport->ended(name);
-      succeeded->store(true);
-    } catch (const c10::Error& e) {
-      failure->record(namedFailure(name, e.what_without_backtrace()));
-    } catch (const std::exception& e) {
-      failure->record(namedFailure(name, e.what()));
+               timeout = collective.timeout, counted = !collective.pointToPoint](std::vector<at::Tensor>& views) {
+    // Note [A failed collective]: the group's and the dependent work's
+    // failure, never the device's, so the kernel itself returns normally.
+    if (!failure->failed()) {  // else the group was aborted, or an earlier collective failed
+      try {
+        run(*transport, name, views, timeout);
+        if (counted) transport->ended(name);
+        return;
+      } catch (const c10::Error& e) {
+        failure->record(namedFailure(name, e.what_without_backtrace()));
+      } catch (const std::exception& e) {
+        failure->record(namedFailure(name, e.what()));
+      }
     }
+    std::string message = failure->message();
+    orKernelFailStream(orErrorLaunchFailure, message.c_str());
   };
   torch_openreg::launchKernel(collective.op, launched, std::move(body));
   ++counter;
@@ -140,13 +175,18 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
 
   auto end = std::make_unique<c10::Event>(device.type());
   end->record(*comm_);
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                         std::vector<c10::Device>{device});
-  completion_.add(*comm_, future, collective.outputs, succeeded);
-  lastSucceeded_ = succeeded;
   if (coalescing_) coalescedOutputs_.insert(coalescedOutputs_.end(), collective.outputs.begin(), collective.outputs.end());
   return c10::make_intrusive<OcclWork>(getRank(), collective.type, seq, device, std::move(end), collective.outputs,
-                                       future, failure_, collective.source, collective.blocksHost);
+                                       queuedFuture(collective.outputs), failure_, collective.source,
+                                       collective.blocksHost);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> OcclBackend::queuedFuture(const std::vector<at::Tensor>& outputs) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                         std::vector<c10::Device>{*device_});
+  c10::StreamGuard onComm(*comm_);  // the future's events are recorded here, after the kernel
+  future->markCompleted(c10::IValue(outputs));
+  return future;
 }
 // LITERALINCLUDE END: OCCL_LAUNCH
 
@@ -171,15 +211,13 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::endCoalescing() {
   coalescing_ = false;
   TORCH_CHECK(device_, "occl: endCoalescing with no collective queued on this group");
   c10::DeviceGuard deviceGuard(*device_);
+  // A failure in the batch fails the comm stream from there on, so the
+  // event after its last collective carries it.
   auto end = std::make_unique<c10::Event>(device_->type());
   end->record(*comm_);
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                         std::vector<c10::Device>{*device_});
-  // A failure in the batch stops the group's later kernels, so the last
-  // one's outcome is the batch's.
-  completion_.add(*comm_, future, coalescedOutputs_, lastSucceeded_);
   // Named after the last collective it holds (seq_ already counts it).
   uint64_t last = seq_ > 0 ? seq_ - 1 : 0;
+  auto future = queuedFuture(coalescedOutputs_);
   return c10::make_intrusive<OcclWork>(getRank(), c10d::OpType::COALESCED, last, *device_, std::move(end),
                                        std::move(coalescedOutputs_), future, failure_, nullptr, false);
 }
@@ -197,19 +235,27 @@ c10::intrusive_ptr<c10d::Backend> OcclBackend::split(const c10::intrusive_ptr<c1
   return child;
 }
 
+void OcclBackend::performNocolorSplit(const c10::Device& device) {
+  TORCH_CHECK(device.is_privateuseone(), "occl: perform_nocolor_split got ", device,
+              "; occl groups run on openreg devices");
+}
+
 void OcclBackend::shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shutDown_) return;
   shutDown_ = true;
   c10::OptionalDeviceGuard deviceGuard(device_);
-  if (comm_) {
-    comm_->synchronize();  // every collective has ended (each is bounded by its timeout)
-  }
+  // Every collective has ended (each is bounded by its timeout); a failed
+  // one was reported to whoever waited for it: here it is not an error.
+  if (commNative_ != nullptr && orStreamSynchronize(commNative_) != orSuccess) orGetLastError();
   // A failed group skips the final meeting: its peers are gone or out of step.
   auto wait = failure_->failed() ? std::chrono::milliseconds(0)
                                  : std::min(timeout_, std::chrono::milliseconds(kLongestDestroyWaitMs));
-  completion_.stop();
   transport_->shutdown(CollectiveName{"destroy", seq_, group_}, wait);
+  // The comm stream goes last: tensors recorded on it may still be freed
+  // (the caching allocator then finds it gone and waits for nothing).
+  if (commNative_ != nullptr) orStreamDestroy(commNative_);
+  commNative_ = nullptr;
 }
 
 void OcclBackend::abort() {

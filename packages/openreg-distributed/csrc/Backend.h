@@ -1,12 +1,14 @@
 // Backend.h - OcclBackend, the "occl" c10d::Backend for openreg tensors. It
 // queues every collective as one kernel on a comm stream of its own that
 // first waits for the tensors' current stream, as ProcessGroupNCCL does on
-// CUDA; the kernel moves the bytes through a Transport. Not here: how bytes
-// cross processes (IpcTransport, GlooTransport), the Python registration
-// (openreg_distributed/registration.py).
+// CUDA; the kernel moves the bytes through a Transport, and a collective
+// that fails fails the work ordered after it (Note [A failed collective]).
+// Not here: how bytes cross processes (IpcTransport, GlooTransport), the
+// Python registration (openreg_distributed/registration.py).
 #pragma once
 
 #include <c10/core/Stream.h>
+#include <openreg/openreg.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -17,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "Completion.h"
 #include "Transport.h"
 #include "Work.h"
 
@@ -43,6 +44,12 @@ class OcclBackend final : public c10d::Backend {
   const char* transportName() const { return transport_->name(); }
   bool supportsCoalescing() const override { return true; }
   bool supportsSplitting() const override { return true; }
+  // c10d asks the ranks outside a new subgroup to take part in the split
+  // (NCCL's ncclCommSplit needs every rank of the parent). An occl group is
+  // made by its members alone (each new group meets through its own store
+  // keys), so a rank outside it has nothing to do: the call checks the
+  // device it is given and returns.
+  void performNocolorSplit(const c10::Device& device);
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   // Sequence numbers of collectives: every rank's counter starts at 0 when
   // the group is made and counts the same collectives, so the ranks agree
@@ -58,9 +65,9 @@ class OcclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& options) override;
-  // Waits for the comm stream, then releases the transport's device memory.
-  // Waits at most kLongestDestroyWaitMs for the peers to finish with this
-  // rank's shared memory (they destroy the group too).
+  // Waits for the comm stream, then releases the transport's device memory
+  // and the comm stream. Waits at most kLongestDestroyWaitMs for the peers
+  // to finish with this rank's shared memory (they destroy the group too).
   void shutdown() override;
   static constexpr int64_t kLongestDestroyWaitMs = 10000;
   // As shutdown, but at once: the collectives in flight fail now instead of
@@ -128,6 +135,9 @@ class OcclBackend final : public c10d::Backend {
   };
 
   c10::intrusive_ptr<c10d::Work> launch(Collective collective);
+  // The future of work just queued on the comm stream: completed now with
+  // outputs, stream-ordered after it (Note [occl's stream semantics]).
+  c10::intrusive_ptr<c10::ivalue::Future> queuedFuture(const std::vector<at::Tensor>& outputs);
   c10::Device bindDevice(const Collective& collective);
   std::chrono::milliseconds timeoutOf(std::chrono::milliseconds requested) const;
 
@@ -141,10 +151,9 @@ class OcclBackend final : public c10d::Backend {
   TransportFactory makeTransport_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<GroupFailure> failure_ = std::make_shared<GroupFailure>();
-  Completion completion_{failure_};    // completes the collectives' futures
-  std::shared_ptr<std::atomic<bool>> lastSucceeded_;  // set by the last kernel queued, once it succeeds
   std::optional<c10::Device> device_;  // bound by the first collective
-  std::optional<c10::Stream> comm_;    // the comm stream on device_
+  orStream_t commNative_ = nullptr;    // the group's own stream on device_, created by bindDevice
+  std::optional<c10::Stream> comm_;    // the same, as torch sees it
   uint64_t seq_ = 0;                   // collectives queued so far
   uint64_t messages_ = 0;              // sends and receives queued so far
   int splits_ = 0;

@@ -63,6 +63,24 @@ void checkEachLike(const char* op, const std::vector<at::Tensor>& tensors, const
   }
 }
 
+// The rows (or elements) each rank sends to each other rank must be what
+// that rank expects from it. Every rank posts both its send and its
+// receive counts (extras: sends, then receives), so every rank checks the
+// whole exchange and all fail together, not only the ones short-changed.
+void checkExchangeCounts(const CollectiveName& name, const std::vector<std::vector<int64_t>>& extras, int world,
+                         const char* unit) {
+  for (int s = 0; s < world; ++s) {
+    for (int r = 0; r < world; ++r) {
+      int64_t sent = extras[s][r], expected = extras[r][world + s];
+      if (sent == expected) continue;
+      throw CollectiveError("occl: " + name.str() + ": rank " + std::to_string(s) + " sends " + std::to_string(sent) +
+                            " " + unit + " to rank " + std::to_string(r) + ", which expects " +
+                            std::to_string(expected) + " (its output split sizes); every rank's input split sizes "
+                            "must match the other ranks' output split sizes");
+    }
+  }
+}
+
 // PREMUL_SUM's factor as a host value the kernel may capture.
 at::Tensor premulFactor(const c10d::ReduceOp& op) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return at::Tensor();
@@ -363,19 +381,17 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall_base(at::Tensor& output, at
   c.timeout = timeoutOf(opts.timeout);
   std::string signature = signatureOf("all_to_all_single", {}, std::string(c10::toString(input.scalar_type())) +
                                                                    " rows of " + c10::str(input.sizes().slice(1)));
+  std::vector<int64_t> counts = sendRows;
+  counts.insert(counts.end(), receiveRows.begin(), receiveRows.end());
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {{views[0]}, signature, sendRows}, timeout);
+    Contributions all = transport.exchange(name, {{views[0]}, signature, counts}, timeout);
+    checkExchangeCounts(name, all.extras, world, "rows");
     at::Tensor out = views[1].reshape({outputRows, rowElements});
     int64_t outRow = 0;
     for (int s = 0; s < world; ++s) {
       const std::vector<int64_t>& theirRows = all.extras[s];
       int64_t first = std::accumulate(theirRows.begin(), theirRows.begin() + rank, int64_t{0});
-      int64_t total = std::accumulate(theirRows.begin(), theirRows.end(), int64_t{0});
-      if (theirRows[rank] != receiveRows[s]) {
-        throw CollectiveError("occl: " + name.str() + ": rank " + std::to_string(s) + " sends " +
-                              std::to_string(theirRows[rank]) + " rows to rank " + std::to_string(rank) +
-                              ", which expects " + std::to_string(receiveRows[s]) + " (its output split sizes)");
-      }
+      int64_t total = std::accumulate(theirRows.begin(), theirRows.begin() + world, int64_t{0});
       at::Tensor theirs = unpack(all.bytes[s], 0, views[0].scalar_type(), {total, rowElements});
       out.narrow(0, outRow, receiveRows[s]).copy_(theirs.narrow(0, first, receiveRows[s]));
       outRow += receiveRows[s];
@@ -390,25 +406,20 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall(std::vector<at::Tensor>& ou
   int world = getSize(), rank = getRank();
   checkCount("all_to_all", inputs.size(), world, "input tensors (one per rank)");
   checkCount("all_to_all", outputs.size(), world, "output tensors (one per rank)");
-  std::vector<int64_t> sizes;
+  std::vector<int64_t> sizes;  // elements sent to each rank, then expected from each
   for (const at::Tensor& t : inputs) sizes.push_back(t.numel());
+  for (const at::Tensor& t : outputs) sizes.push_back(t.numel());
   Collective c{"all_to_all", c10d::OpType::ALLTOALL, inputs, outputs};
   c.contributionBytes = packedBytes(inputs);
   c.timeout = timeoutOf(opts.timeout);
   std::string signature = signatureOf("all_to_all", {}, c10::toString(inputs[0].scalar_type()));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     Contributions all = transport.exchange(name, {slice(views, 0, world), signature, sizes}, timeout);
+    checkExchangeCounts(name, all.extras, world, "elements");
     for (int s = 0; s < world; ++s) {
       std::vector<at::Tensor> likes;
-      for (int64_t n : all.extras[s]) likes.push_back(at::empty({n}, views[0].options().device(at::kCPU)));
-      at::Tensor theirs = unpackAll(all.bytes[s], likes)[rank];
-      at::Tensor out = views[world + s];
-      if (theirs.numel() != out.numel()) {
-        throw CollectiveError("occl: " + name.str() + ": rank " + std::to_string(s) + " sends " +
-                              std::to_string(theirs.numel()) + " elements to rank " + std::to_string(rank) +
-                              ", whose output tensor " + std::to_string(s) + " holds " + std::to_string(out.numel()));
-      }
-      out.view(-1).copy_(theirs);
+      for (int r = 0; r < world; ++r) likes.push_back(at::empty({all.extras[s][r]}, views[0].options().device(at::kCPU)));
+      views[world + s].view(-1).copy_(unpackAll(all.bytes[s], likes)[rank]);
     }
   };
   return launch(std::move(c));

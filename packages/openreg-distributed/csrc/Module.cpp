@@ -59,6 +59,8 @@ PYBIND11_MODULE(_C, m) {
       // Options cannot be copied that way, and None makes the split take
       // them from getBackendOptions() instead.
       .def_property_readonly("options", [](const occl::OcclBackend&) { return py::none(); })
+      .def("perform_nocolor_split", &occl::OcclBackend::performNocolorSplit, py::arg("device"),
+           "Called by c10d on the ranks outside a new subgroup; occl needs nothing from them")
       .def_property_readonly("transport", &occl::OcclBackend::transportName,
                              "\"ipc\" (device memory shared on one host) or \"gloo\" (pinned host staging)");
 }

@@ -46,8 +46,10 @@ class OcclWork final : public c10d::Work {
   //   it throws if the group has already seen a failure.
   // - synchronize() blocks the host until the collective ends and throws
   //   the group's failure if it (or an earlier collective) failed.
-  // - getFuture() is completed, stream-ordered, with result() once the
-  //   collective has ended, or with its error (Completion.h).
+  // - getFuture() is completed when the collective is queued, with result(),
+  //   stream-ordered as NCCL's: its value is there at once, and waiting on
+  //   it orders the waiter's stream after the collective (which then fails
+  //   if the collective failed: Note [A failed collective] in Backend.cpp).
   bool isCompleted() override;
   bool isSuccess() const override;
   bool wait(std::chrono::milliseconds timeout) override;

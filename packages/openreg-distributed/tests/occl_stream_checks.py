@@ -94,7 +94,12 @@ def check_future(rank, world, key):
     if group is None:
         return None
     t = torch.full((8,), float(rank), device="openreg")
-    future = dist.all_reduce(t, group=group, async_op=True).get_future()
+    work = dist.all_reduce(t, group=group, async_op=True)
+    future = work.get_future()
+    # As NCCL's, the future is complete when the collective is queued: code
+    # written for NCCL reads its value right after wait().
+    work.wait()
+    assert future.value()[0].data_ptr() == t.data_ptr()  # the output itself
     chained = future.then(lambda f: f.value()[0] * 10)
     size = dist.get_world_size(group)
     total = float(sum(range(size)))

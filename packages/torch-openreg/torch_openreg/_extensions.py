@@ -41,6 +41,15 @@ def lockstep_mismatch(entry: EntryPoint) -> str | None:
 # LITERALINCLUDE END: LOCKSTEP_CHECK
 
 
+# Note [A layer imported before torch]
+# `import openreg_amp` as a program's first import runs the layer's own
+# `import torch`, which loads torch_openreg (autoload), which loads the
+# layers: it finds openreg_amp half imported. So a layer defines its
+# register() before it imports torch, and a call that comes while the
+# layer's module is still importing only asks the module to register itself
+# once it has finished (the last lines of the module). torch_openreg itself
+# is imported the same way (its _autoload).
+
 # LITERALINCLUDE START: LOAD_EXTENSIONS
 def load_all() -> None:
     for entry in entry_points(group=GROUP):

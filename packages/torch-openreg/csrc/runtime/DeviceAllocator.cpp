@@ -170,9 +170,10 @@ class DeviceCache {
     updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
     // Note [How the caching allocator reuses memory]: wait for other streams.
     for (orStream_t stream : block->otherStreams) {
-      // Nothing waits on a faulted device: its queued work is skipped, so
-      // nothing there touches the block any more.
-      std::optional<RecordedEvent> event = RecordedEvent::unlessFaulted(stream);
+      // Nothing waits on a stream that is gone or whose work is skipped
+      // (a faulted device, a failed stream): nothing there touches the
+      // block any more.
+      std::optional<RecordedEvent> event = RecordedEvent::unlessFinished(stream);
       if (!event) continue;
       pending_.emplace_back(std::move(*event), block);
       ++block->pendingEvents;

@@ -33,10 +33,18 @@ RecordedEvent::RecordedEvent(orStream_t stream) : handle_(createEvent(deviceOf(s
   TORCH_CHECK(false, "openreg error ", orGetErrorName(status), ": ", message);
 }
 
-std::optional<RecordedEvent> RecordedEvent::unlessFaulted(orStream_t stream) {
+std::optional<RecordedEvent> RecordedEvent::unlessFinished(orStream_t stream) {
+  int device = 0;
+  if (orStreamGetDevice(stream, &device) != orSuccess) {  // destroyed: its work has finished
+    orGetLastError();
+    return std::nullopt;
+  }
   RecordedEvent event;
-  event.handle_ = createEvent(deviceOf(stream), orEventDisableTiming);
-  if (orEventRecord(event.handle_, stream) != orSuccess) return std::nullopt;  // the destructor frees it
+  event.handle_ = createEvent(static_cast<c10::DeviceIndex>(device), orEventDisableTiming);
+  if (orEventRecord(event.handle_, stream) != orSuccess) {  // its work is skipped
+    orGetLastError();
+    return std::nullopt;  // the destructor frees the event
+  }
   return event;
 }
 

@@ -23,10 +23,11 @@ class RecordedEvent {
  public:
   RecordedEvent() = default;
   explicit RecordedEvent(orStream_t stream);
-  // An event recorded on stream, or none when the stream's device has a
-  // sticky error: the work queued there is skipped, so there is nothing to
-  // wait for. Other failures throw.
-  static std::optional<RecordedEvent> unlessFaulted(orStream_t stream);
+  // An event recorded on stream, or none when there is nothing to wait for:
+  // the stream was destroyed (orStreamDestroy waited for its work), or its
+  // device's sticky error or its own error (the runtime's Note [Stream
+  // errors]) makes it skip its work. Never throws for those.
+  static std::optional<RecordedEvent> unlessFinished(orStream_t stream);
   RecordedEvent(RecordedEvent&& other) noexcept;
   RecordedEvent& operator=(RecordedEvent&& other) noexcept;
   RecordedEvent(const RecordedEvent&) = delete;

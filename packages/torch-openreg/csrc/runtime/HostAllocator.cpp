@@ -29,7 +29,7 @@ struct OpenRegHostAllocatorImpl final : at::CachingHostAllocatorImpl<c10::Stream
   void record_stream(std::optional<std::vector<RecordedEvent>>& events, c10::Stream stream) override {
     // Not thrown on a faulted device: the allocator records events while
     // freeing, and a faulted device runs nothing more that could use the block.
-    if (auto event = RecordedEvent::unlessFaulted(nativeStream(stream))) events->push_back(std::move(*event));
+    if (auto event = RecordedEvent::unlessFinished(nativeStream(stream))) events->push_back(std::move(*event));
   }
   bool query_event(RecordedEvent& event) override { return event.completed(); }
   c10::Stream get_current_stream() const override { return currentStream(currentDevice()); }
