@@ -7,7 +7,6 @@ torch_openreg's).
 """
 
 import os
-from importlib.metadata import version
 
 __all__ = ["library_path", "register"]
 
@@ -37,13 +36,9 @@ def register() -> None:
     if not _module_ready:  # import openreg_amp ran import torch, which loads the layers: finish below
         _register_when_ready = True
         return
-    installed = {"torch": torch.__version__, "torch-openreg": version("torch-openreg")}
-    built = {"torch": _BUILT_FOR_TORCH, "torch-openreg": _BUILT_FOR_TORCH_OPENREG}
-    for name in installed:
-        if installed[name] != built[name]:
-            raise RuntimeError(f"openreg-amp was built against {name} {built[name]} but {name} "
-                               f"{installed[name]} is installed; rebuild openreg-amp "
-                               f"(pip install --no-build-isolation packages/openreg-amp).")
+    mismatch = version_mismatch("openreg-amp", {"torch": _BUILT_FOR_TORCH, "torch-openreg": _BUILT_FOR_TORCH_OPENREG})
+    if mismatch is not None:
+        raise RuntimeError(mismatch)
     torch.ops.load_library(library_path())
     _registered = True
 # LITERALINCLUDE END: OPENREG_AMP_REGISTER
@@ -53,6 +48,7 @@ import torch  # noqa: E402  (after register: Note [A layer imported before torch
 
 from openreg_amp._build_info import TORCH_OPENREG_VERSION as _BUILT_FOR_TORCH_OPENREG  # noqa: E402
 from openreg_amp._build_info import TORCH_VERSION as _BUILT_FOR_TORCH  # noqa: E402
+from torch_openreg import version_mismatch  # noqa: E402
 
 _module_ready = True
 if _register_when_ready:

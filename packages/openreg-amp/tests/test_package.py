@@ -50,7 +50,20 @@ def test_installed_by_the_amp_extra_and_pinned_to_torch_openreg():
 def test_refuses_to_load_into_another_torch_openreg(monkeypatch):
     monkeypatch.setattr(openreg_amp, "_registered", False)
     monkeypatch.setattr(openreg_amp, "_BUILT_FOR_TORCH_OPENREG", "0.0.1")
-    with pytest.raises(RuntimeError, match="built against torch-openreg 0.0.1 .* rebuild openreg-amp"):
+    with pytest.raises(RuntimeError, match="compiled against torch-openreg 0.0.1.* rebuild openreg-amp"):
+        openreg_amp.register()
+
+
+def test_loads_into_another_build_of_the_same_torch_release(monkeypatch):
+    # 2.13.0+cu130 (the default index's build) and 2.13.0+cpu share the C++
+    # API: only the local tag differs, so the layer loads.
+    monkeypatch.setattr(openreg_amp, "_registered", False)
+    monkeypatch.setattr(openreg_amp, "_BUILT_FOR_TORCH", torch.__version__.split("+")[0] + "+cu130")
+    openreg_amp.register()
+    monkeypatch.setattr(openreg_amp, "_registered", False)
+    monkeypatch.setattr(openreg_amp, "_BUILT_FOR_TORCH", "2.12.1+cpu")
+    with pytest.raises(RuntimeError, match="compiled against torch 2.12.1.*must not load into another.*Install torch "
+                                           "2.12.1, or rebuild openreg-amp"):
         openreg_amp.register()
 
 

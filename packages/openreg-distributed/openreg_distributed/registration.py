@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from importlib.metadata import version
 
 import torch
 import torch.distributed as dist
@@ -79,15 +78,13 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    from torch_openreg import version_mismatch
+
     from openreg_distributed._build_info import TORCH_OPENREG_VERSION, TORCH_VERSION
 
-    installed = {"torch": torch.__version__, "torch-openreg": version("torch-openreg")}
-    built = {"torch": TORCH_VERSION, "torch-openreg": TORCH_OPENREG_VERSION}
-    for name in installed:
-        if installed[name] != built[name]:
-            raise RuntimeError(f"openreg-distributed was built against {name} {built[name]} but {name} "
-                               f"{installed[name]} is installed; rebuild openreg-distributed "
-                               f"(pip install --no-build-isolation packages/openreg-distributed).")
+    mismatch = version_mismatch("openreg-distributed", {"torch": TORCH_VERSION, "torch-openreg": TORCH_OPENREG_VERSION})
+    if mismatch is not None:
+        raise RuntimeError(mismatch)
     if not dist.is_available():
         raise RuntimeError("torch.distributed is not available in this torch build; occl needs it")
     dist.Backend.register_backend("occl", create_backend, extended_api=True, devices=["openreg"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import onnx
 import onnxruntime
 import torch
 from torch.utils import _pytree as pytree
@@ -83,6 +84,7 @@ def verify(program: torch.onnx.ONNXProgram, model: torch.nn.Module | torch.expor
     ``tolerances`` overrides entries of TOLERANCES."""
     if isinstance(model, torch.export.ExportedProgram):
         model = model.module()
+    _refuse_bfloat16(program)
     limits = {**TOLERANCES, **(tolerances or {})}
     session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
@@ -112,10 +114,24 @@ def _feeds(session: onnxruntime.InferenceSession, args, kwargs) -> dict[str, Any
     return {spec.name: _host_array(t) for spec, t in zip(inputs, tensors, strict=True)}
 
 
+_BFLOAT16_REFUSAL = ("openreg_onnx.verify does not support bfloat16: onnxruntime's CPU provider has no bfloat16 "
+                     "kernel for most operators, and its Python API takes numpy arrays, which have no bfloat16; "
+                     "verify a float32 copy of the model and its inputs (model.float(), x.float())")
+
+
+def _refuse_bfloat16(program: torch.onnx.ONNXProgram) -> None:
+    """Before onnxruntime is asked to load the model, which would fail with
+    an error about a missing kernel rather than about bfloat16."""
+    graph = program.model_proto.graph
+    types = [value.type.tensor_type.elem_type for value in (*graph.input, *graph.output)]
+    types += [initializer.data_type for initializer in graph.initializer]
+    if onnx.TensorProto.BFLOAT16 in types:
+        raise VerificationError(_BFLOAT16_REFUSAL)
+
+
 def _host_array(tensor: torch.Tensor):
     if tensor.dtype == torch.bfloat16:
-        raise VerificationError("openreg_onnx.verify does not support bfloat16 tensors: onnxruntime's "
-                                "Python API takes numpy arrays, which have no bfloat16")
+        raise VerificationError(_BFLOAT16_REFUSAL)
     return tensor.detach().cpu().numpy()
 
 

@@ -111,6 +111,16 @@ def test_verify_refuses_inputs_that_do_not_fit():
         openreg_onnx.verify(program, bf16, (x.to(torch.bfloat16),))
 
 
+def test_verify_refuses_a_bfloat16_model_before_onnxruntime_fails_on_it():
+    # A model exported in bfloat16: onnxruntime would fail to load it, naming
+    # a missing Gemm kernel rather than the dtype.
+    model = nn.Linear(4, 3).to("openreg:0", dtype=torch.bfloat16).eval()
+    x = torch.randn(2, 4, device="openreg:0", dtype=torch.bfloat16)
+    program = openreg_onnx.export(model, (x,), verbose=False)
+    with pytest.raises(openreg_onnx.VerificationError, match="does not support bfloat16.*float32 copy"):
+        openreg_onnx.verify(program, model, (x,))
+
+
 def test_verify_tolerances_can_be_tightened():
     model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1)).to("openreg:0").eval()
     x = torch.randn(64, 16, device="openreg:0")

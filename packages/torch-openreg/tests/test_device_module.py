@@ -249,6 +249,13 @@ def _check_extensions():
     assert isinstance(openreg.extensions(), dict)
 
 
+def _check_meta_disagreements():
+    # test_executor.py makes an operator disagree; here, the API's shape.
+    found = openreg.meta_disagreements()
+    assert isinstance(found, dict)
+    assert all(isinstance(count, int) and isinstance(first, str) for count, first in found.values())
+
+
 def _check_profiler_activity():
     # test_profiler.py checks the records' meaning; here, the API's shape.
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]):
@@ -260,6 +267,7 @@ def _check_profiler_activity():
 
 CHECKS = {
     "ActivityRecord": _check_profiler_activity, "profiler_activity": _check_profiler_activity,
+    "meta_disagreements": _check_meta_disagreements,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,
     "StreamContext": _check_stream_context, "current_device": _check_current_device,
     "current_stream": _check_current_stream, "default_generators": _check_default_generators,

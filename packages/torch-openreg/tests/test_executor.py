@@ -295,3 +295,84 @@ def test_addr_runs_the_cpu_kernel():
     result = torch.addr(*on_device(*operands), beta=0.5, alpha=2)
     torch.testing.assert_close(result.cpu(), torch.addr(*operands, beta=0.5, alpha=2), rtol=0, atol=0)
     assert torch.openreg.executor_counts()["aten::addr"] == (1, 0)  # one kernel, not a decomposition
+
+
+# ------------------------------------------- Meta answers the CPU contradicts
+
+
+def test_multilabel_margin_loss_of_a_1d_input_has_the_cpu_shape_at_every_call():
+    # Found through PyTorch's ModuleInfo database: Meta promised [1] for a
+    # 1-D input with reduction='none' (the CPU returns []), and every call
+    # after the first, synchronous one took the Meta answer.
+    target = torch.tensor([1, 2, -1, 0])
+    x = torch.randn(4, requires_grad=True)
+    expected = F.multilabel_margin_loss(x, target, reduction="none")
+    for _ in range(3):
+        got = F.multilabel_margin_loss(x.detach().to("openreg").requires_grad_(), target.to("openreg"),
+                                       reduction="none")
+        assert got.shape == expected.shape == torch.Size([])
+        torch.testing.assert_close(got.cpu(), expected.detach())
+
+
+_WRONG_META = torch.library.Library("openreg_wrong_meta", "DEF")
+_WRONG_META.define("total(Tensor x) -> Tensor")
+_WRONG_META.impl("total", lambda x: x.sum(), "CPU")
+_WRONG_META.impl("total", lambda x: x.new_empty([1]), "Meta")  # the CPU returns a 0-dim tensor
+
+
+def test_an_operator_whose_meta_kernel_disagrees_runs_synchronously_from_then_on(recwarn, capfd):
+    # Note [A Meta kernel that disagrees with the CPU]: the first call's
+    # check catches the disagreement, so no later call is sized by Meta.
+    x = torch.arange(4.0, device="openreg")
+    first = torch.ops.openreg_wrong_meta.total(x)
+    # The warning is PyTorch's (TORCH_WARN): a Python warning where the call
+    # came through a C++ kernel, printed by c10 after this Python CPU kernel.
+    said = " ".join(str(w.message) for w in recwarn) + capfd.readouterr().err
+    assert "openreg_wrong_meta::total disagrees with its Meta kernel" in said
+    later = [torch.ops.openreg_wrong_meta.total(x) for _ in range(3)]
+    for result in (first, *later):
+        assert result.shape == torch.Size([]) and result.item() == 6.0
+    count, difference = torch.openreg.meta_disagreements()["openreg_wrong_meta::total"]
+    assert count == 1 and "promised Float[1], the CPU kernel produced Float[]" in difference
+    assert torch.openreg.executor_counts()["openreg_wrong_meta::total"] == (0, 4)
+
+
+# ----------------------------------------------- operators called by kernels
+
+
+def test_a_kernel_may_call_an_operator_whose_dtype_never_ran_before():
+    # The first call of a dtype waits for its result on the host (Note
+    # [Dtypes a CPU kernel does not implement]); from inside a kernel it
+    # cannot wait for its own stream, so it is queued instead, and the
+    # device stays usable.
+    a = torch.arange(4, dtype=torch.int16, device="openreg")
+    made = []
+    openreg_runtime.launch_kernel(torch.openreg.current_stream().native_handle,
+                                  lambda: made.append(a * 3), "calls_an_operator")
+    torch.openreg.synchronize()
+    assert made[0].cpu().tolist() == [0, 3, 6, 9]
+
+
+def test_a_kernel_calling_an_operator_that_must_wait_gets_a_clear_error():
+    # nonzero's output shape depends on the data: it must wait for it.
+    a = torch.arange(4, device="openreg")
+    seen = []
+
+    def body():
+        try:
+            torch.nonzero(a)
+        except RuntimeError as error:
+            seen.append(str(error))
+
+    openreg_runtime.launch_kernel(torch.openreg.current_stream().native_handle, body, "calls_nonzero")
+    torch.openreg.synchronize()  # the kernel caught the error: no sticky error
+    assert "aten::nonzero must wait on the host" in seen[0] and "inside a kernel" in seen[0]
+
+
+def test_named_tensors_are_refused_as_on_the_cpu():
+    # PyTorch 2.13 has no named tensors (no names= argument, no rename):
+    # openreg gives the CPU's own answer.
+    for device in ("cpu", "openreg"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'names'"):
+            torch.empty([2, 3, 4, 5], device=device, names=["N", "C", "H", "W"])
+    assert not hasattr(torch.Tensor, "rename")

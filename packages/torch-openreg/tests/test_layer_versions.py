@@ -54,3 +54,34 @@ def test_a_layer_pinned_to_another_torch_openreg_warns_and_stays_unloaded(python
     (warning,) = facts["warnings"]
     assert "not loaded" in warning and "0.0.1" in warning and installed in warning
     assert facts["works"] == [0.0, 2.0, 4.0]
+
+
+TORCH_VERSION_AS = """
+import warnings
+import torch
+torch.__version__ = {version!r}  # the installed torch, as a build of that version would report it
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import torch_openreg
+print(hasattr(torch, "openreg"))
+print(" | ".join(str(w.message) for w in caught if "torch-openreg was compiled" in str(w.message)))
+"""
+
+
+def test_torch_openreg_loads_into_another_build_of_its_torch_release(python):
+    # torch from the default index is 2.13.0+cu130; this wheel was built
+    # against 2.13.0+cpu. Only the local tag differs: same C++ API.
+    import torch
+
+    release = torch.__version__.split("+")[0]
+    result = python.run(TORCH_VERSION_AS.format(version=f"{release}+cu130"),
+                        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert result.stdout.splitlines()[0] == "True", result.stdout + result.stderr
+
+
+def test_torch_openreg_refuses_another_torch_release_and_says_why(python):
+    result = python.run(TORCH_VERSION_AS.format(version="2.14.0+cpu"), env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    registered, message = result.stdout.splitlines()
+    assert registered == "False"
+    assert "compiled against torch 2.13" in message and "torch 2.14.0+cpu is installed" in message
+    assert "must not load into another" in message and "not registered" in message

@@ -212,3 +212,17 @@ def test_dlpack_protocol_on_openreg_tensors():
     y = torch.from_dlpack(x)
     assert y.device == torch.device("openreg", 1)
     assert torch.equal(y.cpu(), cpu)
+
+
+def test_backend_metadata_keeps_each_of_its_fields():
+    # The fields PyTorch's reference-backend tests set, beside openreg's own
+    # layout tag; a key openreg does not know is left out, not an error.
+    t = torch.randn(3).to("openreg")
+    torch._utils.set_tensor_metadata(t, {"version_number": True, "format_number": False, "unknown": True})
+    assert torch._utils.get_tensor_metadata(t) == {"version_number": True, "format_number": False}
+    _C._set_layout_tag(t, True)
+    expected = {"version_number": True, "format_number": False, "openreg.tiled": True}
+    assert torch._utils.get_tensor_metadata(t) == expected
+    loaded = _round_trip(t)
+    assert torch._utils.get_tensor_metadata(loaded) == expected
+    assert torch._utils.get_tensor_metadata(torch.randn(2).to("openreg")) == {}

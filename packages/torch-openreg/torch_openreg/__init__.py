@@ -12,7 +12,7 @@ the installed layer packages (amp, distributed, onnx).
 import os
 import warnings
 
-__all__ = ["_autoload", "get_include", "get_library_dir"]
+__all__ = ["_autoload", "get_include", "get_library_dir", "version_mismatch"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -51,10 +51,7 @@ def _autoload() -> None:
 import torch  # noqa: E402  (after _autoload, see its docstring)
 
 from torch_openreg._build_info import TORCH_VERSION as _BUILT_FOR_TORCH  # noqa: E402
-
-
-def _torch_matches() -> bool:
-    return torch.__version__ == _BUILT_FOR_TORCH
+from torch_openreg._versions import version_mismatch  # noqa: E402
 
 
 def _register() -> None:
@@ -80,15 +77,10 @@ def _register() -> None:
 
 
 # LITERALINCLUDE START: TORCH_VERSION_CHECK
-if _torch_matches():
+_mismatch = version_mismatch("torch-openreg", {"torch": _BUILT_FOR_TORCH})
+if _mismatch is None:
     _register()
 else:
-    warnings.warn(
-        f"torch_openreg was built for torch {_BUILT_FOR_TORCH} but torch {torch.__version__} is "
-        "installed; the openreg device is not registered. Rebuild torch-openreg against the "
-        "installed torch.",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+    warnings.warn(f"{_mismatch} The openreg device is not registered.", RuntimeWarning, stacklevel=2)
 # LITERALINCLUDE END: TORCH_VERSION_CHECK
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "aten/ExecutorRules.h"
 #include "aten/OperatorCall.h"
@@ -51,6 +52,16 @@ namespace torch_openreg {
 namespace {
 
 std::atomic<bool> enabled{c10::utils::get_env("OPENREG_DEVICE_EXECUTOR") != "0"};
+
+// Whether the calling thread runs a kernel (Python code queued as a kernel
+// may call operators on device tensors): it must not wait for its own
+// stream. Asked only where the executor would wait.
+bool insideKernel() {
+  int onWorker = 0;
+  if (orKernelIsOnWorker(&onWorker) == orSuccess) return true;
+  orGetLastError();  // "not inside a kernel" is the answer, not an error
+  return false;
+}
 
 // LITERALINCLUDE START: EXECUTOR_ASYNC
 // Queues op; the kernel copies its CPU results into the fresh device
@@ -112,12 +123,55 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& i
 }
 // LITERALINCLUDE END: EXECUTOR_ASYNC
 
+// LITERALINCLUDE START: META_DISAGREEMENT
+// Note [A Meta kernel that disagrees with the CPU]
+// The asynchronous path sizes the device outputs from the Meta kernel's
+// answer before the CPU kernel runs; a Meta kernel that promises another
+// shape or dtype than the CPU kernel produces would give every later call a
+// plausible wrong result (multilabel_margin_loss of a 1-D input: [1] where
+// the CPU returns []). So the first, synchronous call of an operator with
+// new dtypes compares the two. Where they differ, the operator never runs
+// on a Meta answer again (all its calls run synchronously, sized by the CPU
+// kernel), the difference is counted and kept for
+// torch.openreg.meta_disagreements(), and a warning names it once.
+std::string differenceFromMeta(const Stack& meta, const Stack& cpu) {
+  for (size_t i = 0; i < meta.size() && i < cpu.size(); ++i) {
+    if (!meta[i].isTensor() || !cpu[i].isTensor()) continue;
+    const at::Tensor& promised = meta[i].toTensor();
+    const at::Tensor& produced = cpu[i].toTensor();
+    if (!promised.defined() || !produced.defined()) continue;
+    if (promised.sizes() != produced.sizes() || promised.scalar_type() != produced.scalar_type()) {
+      return c10::str("result ", i, ": the Meta kernel promised ", promised.scalar_type(), promised.sizes(),
+                      ", the CPU kernel produced ", produced.scalar_type(), produced.sizes());
+    }
+  }
+  return "";
+}
+
+void distrustMeta(OperatorInfo& info, const std::string& difference) {
+  ++info.metaDisagreements;
+  if (info.metaDistrusted.load()) return;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (info.metaDistrusted.load()) return;
+  info.firstDisagreement = difference;
+  info.metaDistrusted.store(true);
+  TORCH_WARN("openreg: ", info.name, " disagrees with its Meta kernel (", difference, "); from now on it runs "
+             "synchronously, sized by its CPU kernel (torch.openreg.meta_disagreements() lists such operators)");
+}
+// LITERALINCLUDE END: META_DISAGREEMENT
+
 // The output depends on the data, or the CPU kernel may refuse the call:
 // run the CPU kernel on the device's stream, wait for it, and bring the
 // (small) results over. out= arguments are sized on the host afterwards,
-// since only the CPU kernel knew the size.
-void runSync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& info, c10::DeviceIndex device) {
+// since only the CPU kernel knew the size. meta, if known, is checked
+// against what the CPU kernel produced.
+void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c10::DeviceIndex device,
+             const Stack* meta) {
   const auto& schema = op.schema();
+  TORCH_CHECK(!insideKernel(), "openreg: ", schema.operator_name(), " must wait on the host for its result (its output "
+              "shape depends on the data, or the CPU kernel may refuse these arguments), and this call comes from "
+              "inside a kernel, which cannot wait for its own stream; call it from the host");
   size_t argc = schema.arguments().size();
   auto args = torch::jit::last(*stack, argc);
   auto operands = std::make_shared<KernelArguments>(schema, args, device);
@@ -135,6 +189,10 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& in
                });
   OPENREG_CHECK(orStreamSynchronize(currentNativeStream(device)));
   if (*failure) std::rethrow_exception(*failure);
+  if (meta != nullptr) {
+    std::string difference = differenceFromMeta(*meta, *results);
+    if (!difference.empty()) distrustMeta(info, difference);
+  }
   c10::Device target(c10::kPrivateUse1, device);
   std::vector<c10::IValue> deviceResults;
   for (size_t i = 0; i < results->size(); ++i) {
@@ -207,14 +265,15 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (info.signature.returnsView) return meta != nullptr && runView(op, stack, *meta);
   for (size_t i : info.dtypeArguments) dtypes += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';
   bool ranBefore = info.ranWith(dtypes);
-  // A graph capture cannot wait for a first call (Graph.cpp): it is queued,
-  // and a refusal by the CPU kernel becomes a kernel error at replay.
-  bool async = meta != nullptr && (ranBefore || streamIsCapturing(*device)) &&
+  // A graph capture (Graph.cpp), or a kernel launching more work, cannot
+  // wait for a first call: it is queued, and a refusal by the CPU kernel
+  // becomes a kernel error when it runs.
+  bool async = meta != nullptr && (ranBefore || streamIsCapturing(*device) || insideKernel()) &&
                !kernelMightRefuse(schema, args, operandDtypes);
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {
-    runSync(op, stack, info, *device);  // raises the CPU kernel's refusal, if any
+    runSync(op, stack, info, *device, meta.get());  // raises the CPU kernel's refusal, if any
     if (!ranBefore) info.markRanWith(dtypes);
   }
   ++(async ? info.async : info.sync);
@@ -232,6 +291,14 @@ std::map<std::string, ExecutorCounts> executorCounts() {
     if (c.async != 0 || c.sync != 0) counts[info.name] = c;
   });
   return counts;
+}
+
+std::map<std::string, MetaDisagreement> metaDisagreements() {
+  std::map<std::string, MetaDisagreement> found;
+  forEachOperatorInfo([&](OperatorInfo& info) {
+    if (info.metaDistrusted.load()) found[info.name] = {info.metaDisagreements.load(), info.firstDisagreement};
+  });
+  return found;
 }
 
 void resetExecutorCounts() {

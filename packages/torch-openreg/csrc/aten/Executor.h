@@ -35,4 +35,13 @@ struct ExecutorCounts {
 std::map<std::string, ExecutorCounts> executorCounts();
 void resetExecutorCounts();
 
+// Operators whose Meta kernel promised other results than their CPU kernel
+// produced (Note [A Meta kernel that disagrees with the CPU]): the count of
+// such calls and the first difference, in words.
+struct MetaDisagreement {
+  int64_t count = 0;
+  std::string first;
+};
+std::map<std::string, MetaDisagreement> metaDisagreements();
+
 }  // namespace torch_openreg

@@ -38,6 +38,11 @@ struct OperatorInfo {
   std::optional<c10::OperatorHandle> outVariant;
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};
+  // Note [A Meta kernel that disagrees with the CPU]: set once a first
+  // synchronous call produced what the Meta kernel did not promise.
+  std::atomic<bool> metaDistrusted{false};
+  std::atomic<int64_t> metaDisagreements{0};
+  std::string firstDisagreement;  // written once, before metaDistrusted is set
 
   // Whether a call with these argument dtypes has run before
   // (Note [Dtypes a CPU kernel does not implement]).

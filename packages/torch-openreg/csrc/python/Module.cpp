@@ -143,6 +143,11 @@ void bindModule(py::module_ m) {
     return out;
   });
   m.def("_reset_executor_counts", [] { resetExecutorCounts(); });
+  m.def("_meta_disagreements", [] {
+    py::dict out;
+    for (const auto& [name, d] : metaDisagreements()) out[py::str(name)] = py::make_tuple(d.count, d.first);
+    return out;
+  });
   m.def("_set_executor_enabled", [](bool on) { setExecutorEnabled(on); });
   m.def("_executor_enabled", [] { return executorEnabled(); });
   m.def("_set_fallback_mode", [](const std::string& name) {

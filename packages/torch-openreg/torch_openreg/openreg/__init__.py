@@ -62,7 +62,8 @@ __all__ = [
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
     "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
-    "memory_stats", "memory_summary", "profiler_activity", "reset_accumulated_memory_stats", "reset_fallback_counts",
+    "memory_stats", "memory_summary", "meta_disagreements", "profiler_activity",
+    "reset_accumulated_memory_stats", "reset_fallback_counts",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
     "set_fallback_mode",
     "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
@@ -273,6 +274,15 @@ def executor_counts() -> dict[str, tuple[int, int]]:
     synchronising) counts; synchronising calls are those whose output shape
     depends on the data or whose result is not a tensor."""
     return {name: tuple(pair) for name, pair in _C._executor_counts().items()}
+
+
+def meta_disagreements() -> dict[str, tuple[int, str]]:
+    """Operators whose Meta kernel promised other output shapes or dtypes
+    than their CPU kernel produced, as (calls found to disagree, the first
+    difference in words). The device executor runs them synchronously from
+    then on, sized by the CPU kernel (Note [A Meta kernel that disagrees
+    with the CPU] in csrc/aten/Executor.cpp)."""
+    return {name: tuple(found) for name, found in _C._meta_disagreements().items()}
 
 
 def set_fallback_mode(mode: str) -> None:
