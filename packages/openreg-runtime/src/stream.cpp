@@ -542,7 +542,12 @@ orError_t submit(Stream& stream, Op op, bool wait) {
   // on its own stream (Note [Waiting from inside a kernel]); callers that
   // must wait refused that case before queueing.
   if (!wait && (!runtime().launchBlocking || waitsForRunningKernel(stream))) return orSuccess;
+  uint64_t waitStart = launch.startNs != 0 ? nowNs() : 0;
   stream.waitFor(seq);
+  if (waitStart != 0) {  // the host's wait, naming the work it waited for
+    traceRecord(orActivityKindSynchronize, launch.name + " wait", stream.device.index, stream.id, waitStart, nowNs(),
+                0, 0, launch.correlationId);
+  }
   return stream.check();
 }
 // LITERALINCLUDE END: OR_STREAM_SUBMIT

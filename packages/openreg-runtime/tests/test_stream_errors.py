@@ -208,6 +208,21 @@ def test_waits_name_the_record_they_wait_for(res):
     assert all(r["waited_for_correlation_id"] == 0 for r in records if r not in (wait, sync))
 
 
+def test_a_host_wait_for_queued_work_names_that_work(res, hostmem):
+    # A copy with pageable memory returns only when it is done: its trace
+    # says so, so that a tool replaying the trace knows the host waited.
+    dev = res.malloc(64)
+    buffer, address = hostmem.pageable(64)
+    ort.trace_enable(True)
+    ort.memcpy_async(address, dev, 64, ort.orMemcpyDeviceToHost, 0)
+    ort.trace_enable(False)
+    records = ort.trace_drain()
+    (copy,) = [r for r in records if r["kind"] == "memcpy"]
+    (wait,) = [r for r in records if r["kind"] == "synchronize"]
+    assert wait["name"] == "memcpyDtoH wait" and wait["waited_for_correlation_id"] == copy["correlation_id"]
+    assert wait["start_ns"] <= copy["end_ns"] <= wait["end_ns"]
+
+
 def test_records_beyond_the_buffer_are_counted_as_dropped(run_python):
     # OPENREG_TRACE_RECORDS bounds the records waiting to be drained; those
     # beyond it are counted, never dropped silently.

@@ -572,7 +572,12 @@ typedef struct orActivity {
                                       records of orEventSynchronize: the
                                       correlationId of the EventRecord waited
                                       for (0 if it was recorded while tracing
-                                      was off); 0 for other records */
+                                      was off). Synchronize records of a call
+                                      that waits for the work it queued (a
+                                      copy with pageable memory, orMemcpy,
+                                      orMemset, OPENREG_LAUNCH_BLOCKING),
+                                      named "<work> wait": that work's
+                                      correlationId. 0 for other records */
 } orActivity;
 
 /* Switches recording of activity records on (non-zero) or off. Records
