@@ -45,10 +45,10 @@ def register() -> None:
 
 
 import torch  # noqa: E402  (after register: Note [A layer imported before torch])
+from torch_openreg import version_mismatch  # noqa: E402
 
 from openreg_amp._build_info import TORCH_OPENREG_VERSION as _BUILT_FOR_TORCH_OPENREG  # noqa: E402
 from openreg_amp._build_info import TORCH_VERSION as _BUILT_FOR_TORCH  # noqa: E402
-from torch_openreg import version_mismatch  # noqa: E402
 
 _module_ready = True
 if _register_when_ready:

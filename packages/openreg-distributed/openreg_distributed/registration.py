@@ -10,7 +10,6 @@ import os
 import socket
 from datetime import timedelta
 
-import torch
 import torch.distributed as dist
 
 TRANSPORTS = ("ipc", "gloo")

@@ -4,7 +4,6 @@ device, stop exactly the work ordered after them -- later work on the stream
 and on the streams that wait for it -- while the device and its other
 streams go on. Every call that waits for that work reports the error."""
 
-import ctypes
 
 import openreg_runtime as ort
 import pytest

@@ -1,4 +1,4 @@
-"""Layer packages (openreg-amp, openreg-distributed, openreg-onnx) plug into
+"""Layer packages (openreg-amp, openreg-distributed, openreg-onnx, openreg-perf) plug into
 torch_openreg through the entry-point group ``torch_openreg.extensions``:
 each entry point names a callable that registers the layer. A layer that
 is not installed is simply absent; one that fails to load is reported by
