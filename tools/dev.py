@@ -52,6 +52,7 @@ PACKAGES = [
     Package("openreg-amp", extra="amp"),
     Package("openreg-distributed", extra="distributed"),
     Package("openreg-onnx", extra="onnx"),
+    Package("openreg-perf", extra="perf"),
 ]
 # LITERALINCLUDE END: PACKAGES
 
@@ -67,6 +68,7 @@ COMBINATIONS = {
     "amp": ("amp",),
     "distributed": ("distributed",),
     "onnx": ("onnx",),
+    "perf": ("perf",),
     "all": ("all",),
 }
 CI_COMBINATIONS = [name for name in COMBINATIONS if name not in ("runtime", "all")]

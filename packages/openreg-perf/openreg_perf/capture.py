@@ -1,0 +1,141 @@
+"""What a program did on openreg, as the profiler saw it: every piece of device work with the operator
+that queued it, and every time the host waited. The input of the replay (timeline.py).
+
+It reads two public sources: torch.profiler's operator records (names, shapes, dtypes, scalar
+arguments, with record_shapes=True) and the runtime's activity records of the same session
+(torch.openreg.profiler_activity(): launches, device work, event records, waits). Not here: costs
+(costs.py), times (model.py), or any prediction.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import openreg_runtime
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from .costs import OpCall
+
+# Runtime record kinds that occupy a stream (orActivityKind in openreg.h).
+DEVICE_KINDS = ("kernel", "memcpy", "memset", "event_record", "stream_wait")
+
+
+@dataclass
+class Work:
+    """One piece of device work, in the order the host queued it (its correlation id)."""
+
+    correlation: int
+    kind: str  # one of DEVICE_KINDS
+    name: str  # the kernel's name, "memcpyHtoD", "eventRecord", ...
+    device: int
+    stream: int
+    queued_ns: int  # when the host queued it (the runtime's clock)
+    measured_ns: tuple[int, int]  # when it ran on the simulator
+    op: OpCall | None = None  # the operator that queued it, if the profiler recorded one
+    waits_for: int = 0  # stream_wait: the correlation id of the event record it waits for
+
+
+@dataclass
+class HostWait:
+    """The host blocked until work finished: a stream, a whole device (stream 0), an event record or
+    the work a call queued (waits_for, a correlation id)."""
+
+    name: str
+    device: int
+    stream: int
+    measured_ns: tuple[int, int]
+    waits_for: int = 0
+
+
+@dataclass
+class Trace:
+    """A region of a program: its device work and host waits, each list in the runtime's time order;
+    when each recorded operator began (the runtime's clock), and what recording one cost the host
+    (Note [How the host is replayed] in timeline.py takes it back out)."""
+
+    work: list[Work] = field(default_factory=list)
+    waits: list[HostWait] = field(default_factory=list)
+    region_ns: tuple[int, int] = (0, 0)
+    operator_starts_ns: list[int] = field(default_factory=list)
+    recording_cost_per_operator_s: float = 0.0
+
+
+@contextmanager
+def record(devices: list[int] | None = None) -> Iterator[Trace]:
+    """Records the region inside the with block; the Trace is filled when the block ends.
+
+    Work queued before the region has finished when it starts (every device is synchronised first),
+    so the region starts on idle devices, as a prediction assumes."""
+    trace = Trace(recording_cost_per_operator_s=recording_cost_per_operator())
+    for device in devices if devices is not None else range(torch.openreg.device_count()):
+        torch.openreg.synchronize(device)
+    with _recording() as prof:
+        start = openreg_runtime.trace_get_timestamp()
+        wall_minus_runtime = time.time_ns() - start  # the profiler's operators carry wall-clock times
+        yield trace
+        end = openreg_runtime.trace_get_timestamp()  # the profiler's own waits at exit come after this
+    trace.region_ns = (start, end)
+    events = prof.profiler.kineto_results.events()
+    operators = _operators(events)
+    trace.operator_starts_ns = sorted(event.start_ns() - wall_minus_runtime for event in operators.values())
+    _fill(trace, torch.openreg.profiler_activity(), operators)
+
+
+def _recording():
+    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True)
+
+
+@functools.cache
+def recording_cost_per_operator(calls: int = 2000) -> float:
+    """What recording one operator costs the host, measured once per process: calls one-element
+    additions on the CPU (no device work to wait for), best of three with and without recording."""
+    x = torch.zeros(1)
+
+    def best_seconds() -> float:
+        timings = []
+        for _ in range(3):
+            begin = time.perf_counter()
+            for _ in range(calls):
+                torch.add(x, x)
+            timings.append(time.perf_counter() - begin)
+        return min(timings)
+
+    plain = best_seconds()
+    with _recording():
+        recorded = best_seconds()
+    return max(0.0, (recorded - plain) / calls)
+
+
+def _operators(events) -> dict[int, object]:
+    """The profiler's operator records by correlation id (the launch records' external id)."""
+    return {event.correlation_id(): event for event in events if event.device_type() == torch.autograd.DeviceType.CPU}
+
+
+def op_call(event) -> OpCall:
+    """The operator call a profiler record describes (TensorList arguments as lists of shapes)."""
+    return OpCall(event.name(), event.structured_input_shapes(), event.dtypes(), event.concrete_inputs())
+
+
+def _fill(trace: Trace, records, operators: dict[int, object]) -> None:
+    start, end = trace.region_ns
+    launches = {r.correlation_id: r for r in records if r.kind == "launch" and start <= r.start_ns <= end}
+    calls: dict[int, OpCall] = {}  # one OpCall per operator record, however many kernels it queued
+    for r in records:
+        if r.kind in DEVICE_KINDS and r.correlation_id in launches:
+            launch = launches[r.correlation_id]
+            event = operators.get(launch.external_correlation_id)
+            if event is not None and launch.external_correlation_id not in calls:
+                calls[launch.external_correlation_id] = op_call(event)
+            trace.work.append(Work(r.correlation_id, r.kind, r.name, r.device, r.stream, launch.start_ns,
+                                   (r.start_ns, r.end_ns), calls.get(launch.external_correlation_id),
+                                   r.waited_for_correlation_id))
+        elif r.kind == "synchronize" and start <= r.start_ns <= end:
+            trace.waits.append(HostWait(r.name, r.device, r.stream, (r.start_ns, r.end_ns),
+                                        r.waited_for_correlation_id))
+    trace.work.sort(key=lambda w: w.correlation)
+    trace.waits.sort(key=lambda w: w.measured_ns[0])

@@ -1,0 +1,249 @@
+"""What a predicted timeline means: per kernel (time, bound, achieved fraction of peak) and per region
+(busy and idle time, exposed communication, model FLOP utilisation, peak memory against capacity),
+as a text summary, a Chrome/Perfetto trace and an SVG picture (a lane per stream, and a roofline
+with each kernel as a point). Not here: the prediction itself (timeline.py).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+
+from .model import roofline_seconds
+from .profile import Profile
+from .timeline import Predicted, Timeline
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel, copy or collective of the region, as the report lists it."""
+
+    name: str
+    op: str  # the operator that queued it ("" if none was recorded)
+    shapes: list
+    dtypes: list
+    flops: float
+    bytes: float
+    seconds: float  # predicted
+    bound: str  # compute, memory or latency
+    achieved_fraction: float  # of the peak that bounds it
+    category: str  # compute, collective, copy, memset
+    device: int
+    stream: int
+    start_s: float  # predicted, from the region's first launch
+    known: bool  # False: no cost rule knew the operator, the default (bytes only) was used
+
+
+def kernel_records(timeline: Timeline) -> list[KernelRecord]:
+    records = []
+    for item in timeline.items:
+        if item.category == "sync":
+            continue
+        work, cost = item.work, item.cost
+        op = work.op
+        records.append(KernelRecord(
+            work.name, op.name if op else "", list(op.shapes) if op else [], list(op.dtypes) if op else [],
+            cost.flops if cost else 0.0, cost.bytes if cost else 0.0, item.seconds, item.bound,
+            item.achieved_fraction, item.category, work.device, work.stream, item.start_s,
+            cost.known if cost else True))
+    return records
+
+
+def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def _overlap_seconds(spans: list[tuple[float, float]], covers: list[tuple[float, float]]) -> float:
+    """How much of the union of spans the union of covers also covers."""
+    return _union_seconds(spans) + _union_seconds(covers) - _union_seconds(spans + covers)
+
+
+@dataclass(frozen=True)
+class RegionReport:
+    total_s: float
+    roofline_s: float  # the plain datasheet roofline of the same work, serialised
+    busy_s: dict  # device -> time any of its streams runs work
+    compute_s: float
+    communication_s: float  # collectives, as run
+    exposed_communication_s: float  # collectives' time with no compute running beside them
+    flops: float
+    model_flop_utilisation: float  # flops / (total time * the dominant precision's peak)
+    peak_memory_bytes: dict  # device -> bytes
+    capacity_bytes: int
+    unknown_operators: list  # operators priced by the default rule
+
+
+def region_report(timeline: Timeline, profile: Profile, peak_memory_bytes: dict[int, int]) -> RegionReport:
+    work = [item for item in timeline.items if item.category != "sync"]
+    spans = lambda items: [(item.start_s, item.end_s) for item in items]  # noqa: E731
+    compute = [item for item in work if item.category in ("compute", "memset")]
+    collectives = [item for item in work if item.category == "collective"]
+    devices = sorted({item.work.device for item in work})
+    busy = {d: _union_seconds(spans([item for item in work if item.work.device == d])) for d in devices}
+    communication = _union_seconds(spans(collectives))
+    exposed = communication - _overlap_seconds(spans(collectives), spans(compute))
+    flops = sum(item.cost.flops for item in work if item.cost is not None)
+    roofline = sum(roofline_seconds(item.cost, None, profile) for item in work if item.cost is not None)
+    unknown = sorted({item.work.op.name for item in work if item.cost is not None and not item.cost.known})
+    total = timeline.total_s
+    utilisation = flops / (total * profile.peak_of(_dominant_precision(work))) if total > 0 else 0.0
+    return RegionReport(total, roofline, busy, _union_seconds(spans(compute)), communication, exposed, flops,
+                        utilisation, dict(peak_memory_bytes), profile.memory.capacity_bytes, unknown)
+
+
+def _dominant_precision(work: list[Predicted]) -> str:
+    by_precision: dict[str, float] = {}
+    for item in work:
+        if item.cost is not None:
+            by_precision[item.cost.precision] = by_precision.get(item.cost.precision, 0.0) + item.cost.flops
+    return max(by_precision, key=by_precision.get) if by_precision else "fp32"
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"
+
+
+# LITERALINCLUDE START: PERF_SUMMARY
+def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord], top: int = 10) -> str:
+    """The report as text: the region, then the kernels that take the most predicted time."""
+    lines = [f"openreg-perf: predicted on {profile.name} ({profile.description})",
+             f"  region time        {_time(report.total_s)}   (datasheet roofline: {_time(report.roofline_s)})"]
+    for device, busy in report.busy_s.items():
+        idle = max(0.0, report.total_s - busy)
+        lines.append(f"  device {device}           busy {_time(busy)}, idle {_time(idle)} "
+                     f"({100 * idle / report.total_s if report.total_s else 0:.0f}%)")
+    lines.append(f"  compute            {_time(report.compute_s)}")
+    if report.communication_s > 0:
+        lines.append(f"  communication      {_time(report.communication_s)}, exposed "
+                     f"{_time(report.exposed_communication_s)}, overlapped "
+                     f"{_time(report.communication_s - report.exposed_communication_s)}")
+    lines.append(f"  work               {_si(report.flops, 'FLOP')}, model FLOP utilisation "
+                 f"{100 * report.model_flop_utilisation:.1f}%")
+    for device, peak in report.peak_memory_bytes.items():
+        lines.append(f"  peak memory {device}      {_si(peak, 'B')} of {_si(report.capacity_bytes, 'B')} "
+                     f"({100 * peak / report.capacity_bytes:.1f}%)")
+    if report.unknown_operators:
+        lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
+    lines.append(f"  {'kernel':<32} {'count':>6} {'time':>12} {'share':>6}  bound    achieved")
+    by_name: dict[str, list[KernelRecord]] = {}
+    for record in kernels:
+        by_name.setdefault(record.op or record.name, []).append(record)
+    ranked = sorted(by_name.items(), key=lambda entry: -sum(r.seconds for r in entry[1]))
+    busy = sum(r.seconds for r in kernels) or 1.0
+    for name, records in ranked[:top]:
+        seconds = sum(r.seconds for r in records)
+        bounds = {r.bound for r in records}
+        achieved = max(r.achieved_fraction for r in records)
+        lines.append(f"  {name[:32]:<32} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
+                     f"{'/'.join(sorted(bounds)):<8} {100 * achieved:5.1f}%")
+    return "\n".join(lines)
+# LITERALINCLUDE END: PERF_SUMMARY
+
+
+def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) -> dict:
+    """Chrome/Perfetto trace events: a lane per predicted stream (process "predicted on <profile>,
+    device N"), beside the simulator's measured lanes when measured is true."""
+    events = []
+    origin = min((item.work.queued_ns for item in timeline.items), default=0)
+    for item in timeline.items:
+        work = item.work
+        args = {"op": work.op.name if work.op else "", "bound": item.bound,
+                "flops": item.cost.flops if item.cost else 0, "bytes": item.cost.bytes if item.cost else 0}
+        events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": item.start_s * 1e6,
+                       "dur": item.seconds * 1e6, "pid": f"predicted on {profile.name}, device {work.device}",
+                       "tid": f"stream {work.stream}", "args": args})
+        if measured:
+            start, end = work.measured_ns
+            events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": (start - origin) / 1e3,
+                           "dur": (end - start) / 1e3, "pid": f"measured on openreg (simulator), device {work.device}",
+                           "tid": f"stream {work.stream}"})
+    for wait in timeline.waits:
+        events.append({"name": wait.wait.name, "cat": "host wait", "ph": "X", "ts": wait.start_s * 1e6,
+                       "dur": (wait.end_s - wait.start_s) * 1e6, "pid": f"predicted on {profile.name}, host",
+                       "tid": "host"})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def write_chrome_trace(path: str, timeline: Timeline, profile: Profile) -> None:
+    with open(path, "w") as out:
+        json.dump(chrome_trace(timeline, profile), out)
+
+
+# ------------------------------------------------------------------------------------------ picture
+
+_COLORS = {"compute": "#4e79a7", "memory": "#59a14f", "latency": "#bab0ac", "collective": "#e15759",
+           "copy": "#f28e2b", "memset": "#76b7b2"}
+
+
+def _color(item_category: str, bound: str) -> str:
+    return _COLORS["collective" if item_category == "collective" else
+                   "copy" if item_category == "copy" else bound if bound in _COLORS else "latency"]
+
+
+def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title: str) -> str:
+    """The picture of a report: a lane per (device, stream) over the predicted time, and a roofline
+    chart (achieved FLOP/s against arithmetic intensity, log-log) with each kernel a point."""
+    width, lane_height, margin = 900, 22, 150
+    lanes = sorted({(item.work.device, item.work.stream) for item in timeline.items if item.category != "sync"})
+    total = timeline.total_s or 1.0
+    timeline_height = 40 + lane_height * len(lanes)
+    parts = [f'<text x="10" y="20" font-size="14">{html.escape(title)}</text>']
+    for row, lane in enumerate(lanes):
+        y = 30 + row * lane_height
+        parts.append(f'<text x="10" y="{y + 15}" font-size="11">device {lane[0]}, stream {lane[1]}</text>')
+        for item in timeline.items:
+            if (item.work.device, item.work.stream) != lane or item.category == "sync":
+                continue
+            x = margin + (width - margin - 10) * item.start_s / total
+            w = max(0.5, (width - margin - 10) * item.seconds / total)
+            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_height - 4}" '
+                         f'fill="{_color(item.category, item.bound)}"><title>{html.escape(item.work.name)} '
+                         f'{_time(item.seconds)}</title></rect>')
+    parts.append(f'<text x="{margin}" y="{timeline_height}" font-size="11">0</text>'
+                 f'<text x="{width - 80}" y="{timeline_height}" font-size="11">{_time(total)}</text>')
+    chart_top = timeline_height + 20
+    parts += _roofline_chart(profile, kernels, chart_top, width)
+    height = chart_top + 320
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="sans-serif">{"".join(parts)}</svg>\n')
+
+
+def _roofline_chart(profile: Profile, kernels: list[KernelRecord], top: int, width: int) -> list[str]:
+    left, size_x, size_y = 80, width - 120, 260
+    peak = max(profile.peak_of(p) for p in ("fp32", "bf16", "fp16", "fp8"))
+    bandwidth = profile.memory.bandwidth_bytes_per_s
+    x_range, y_range = (-2.0, 4.0), (math.log10(peak) - 6, math.log10(peak) + 0.3)  # log10 FLOP/byte, FLOP/s
+
+    def point(intensity: float, rate: float) -> tuple[float, float]:
+        lx = (math.log10(intensity) - x_range[0]) / (x_range[1] - x_range[0])
+        ly = (math.log10(rate) - y_range[0]) / (y_range[1] - y_range[0])
+        return left + size_x * min(max(lx, 0), 1), top + size_y * (1 - min(max(ly, 0), 1))
+
+    parts = [f'<rect x="{left}" y="{top}" width="{size_x}" height="{size_y}" fill="none" stroke="#999"/>',
+             f'<text x="{left}" y="{top + size_y + 28}" font-size="11">arithmetic intensity (FLOP/byte, '
+             f'10^{x_range[0]:g} to 10^{x_range[1]:g}); achieved FLOP/s (log), roof: peak and bandwidth</text>']
+    roof = [point(10 ** x, min(peak, bandwidth * 10 ** x)) for x in [x_range[0] + i * 0.05 for i in range(121)]]
+    parts.append('<polyline fill="none" stroke="#333" points="' +
+                 " ".join(f"{x:.1f},{y:.1f}" for x, y in roof) + '"/>')
+    for record in kernels:
+        if record.flops <= 0 or record.bytes <= 0 or record.seconds <= 0:
+            continue
+        x, y = point(record.flops / record.bytes, record.flops / record.seconds)
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{_color(record.category, record.bound)}">'
+                     f'<title>{html.escape(record.op or record.name)}</title></circle>')
+    return parts

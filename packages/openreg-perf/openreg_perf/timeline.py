@@ -1,0 +1,159 @@
+"""The predicted timeline: a captured Trace replayed on a device profile. Every piece of device work
+gets its predicted duration (model.py) and starts when its stream, the work it waits for and the host
+that queued it allow; the host queues in the order it did, and waits where it waited.
+
+Note [How the host is replayed]
+The host's own time between two of its events (queueing work, or the end of a wait) is taken as it
+was measured here, less what recording the operators in between cost (measured once per process,
+capture.recording_cost_per_operator): the program's Python and PyTorch's dispatch run on the host,
+not on the device, and this machine's host is the best estimate of the target's that the trace
+offers. Each gap is at least the profile's launch overhead, what a host pays per launch on the
+target. A wait is replayed
+as a wait: the host resumes when the predicted work it waited for ends, not when the simulator's did.
+All host threads are replayed as one, in the order they queued (autograd's device thread queues the
+backward while the thread that called backward() waits for it). So a program bound by its host is
+predicted as fast as its host ran here, and one bound by the device as fast as the profile allows.
+
+Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from .capture import HostWait, Trace, Work
+from .costs import Cost, cost_of
+from .model import collective_seconds, copy_seconds, kernel_seconds
+from .profile import Profile
+
+# occl's kernels (openreg-distributed's collectives) and the collective of the model each one is.
+COLLECTIVE_KERNELS = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "reduce": "all_reduce",
+    "allgather": "all_gather", "all_gather_into_tensor": "all_gather", "gather": "all_gather",
+    "reduce_scatter": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter", "scatter": "reduce_scatter",
+    "broadcast": "broadcast", "all_to_all_single": "all_to_all", "all_to_all": "all_to_all",
+    "send": "broadcast", "recv": "broadcast", "recv_anysource": "broadcast", "barrier": "all_reduce",
+}
+COPY_KINDS = {"memcpyHtoD": "h2d", "memcpyDtoH": "d2h", "memcpyDtoD": "d2d"}
+
+
+@dataclass
+class Predicted:
+    """One piece of work on the predicted timeline. Times in seconds from the region's first launch."""
+
+    work: Work
+    start_s: float
+    seconds: float
+    category: str  # "compute", "collective", "copy", "memset" or "sync" (event records and waits)
+    bound: str = "latency"  # compute, memory or latency (model.Prediction.bound)
+    achieved_fraction: float = 0.0
+    cost: Cost | None = None
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.seconds
+
+
+@dataclass
+class PredictedWait:
+    wait: HostWait
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class Timeline:
+    items: list[Predicted] = field(default_factory=list)
+    waits: list[PredictedWait] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        """First launch to last completion, over every stream and device, and the host's last wait."""
+        ends = [item.end_s for item in self.items] + [wait.end_s for wait in self.waits]
+        return max(ends, default=0.0)
+
+
+def replay(trace: Trace, profile: Profile, ranks: int = 1) -> Timeline:
+    """The predicted timeline of trace on profile; collectives as if the group had `ranks` ranks."""
+    return _Replay(trace, profile, ranks).run()
+
+
+class _Replay:
+    def __init__(self, trace: Trace, profile: Profile, ranks: int):
+        self.trace, self.profile, self.ranks = trace, profile, ranks
+        self.timeline = Timeline()
+        self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
+        self.ended: dict[int, float] = {}  # correlation -> predicted end
+        self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
+
+    def run(self) -> Timeline:
+        # LITERALINCLUDE START: PERF_REPLAY
+        # Note [How the host is replayed] (above).
+        events = [(work.queued_ns, 0, work) for work in self.trace.work]
+        events += [(wait.measured_ns[0], 1, wait) for wait in self.trace.waits]
+        events.sort(key=lambda event: (event[0], event[1]))
+        host, previous_ns = 0.0, events[0][0] if events else 0
+        for measured_ns, _, event in events:
+            gap = self._host_seconds(previous_ns, measured_ns)
+            if isinstance(event, Work):
+                host += max(gap, self.profile.chip.launch_overhead_s) if self.timeline.items else 0.0
+                self._schedule(event, issued=host)
+                previous_ns = measured_ns
+            else:
+                host += gap
+                resumed = max(host, self._completion(event))
+                self.timeline.waits.append(PredictedWait(event, host, resumed))
+                host, previous_ns = resumed, event.measured_ns[1]
+        # LITERALINCLUDE END: PERF_REPLAY
+        return self.timeline
+
+    def _host_seconds(self, begin_ns: int, end_ns: int) -> float:
+        """The host's own time between two of its events, without the recording's cost."""
+        starts = self.trace.operator_starts_ns
+        recorded = bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns)
+        return max(0.0, (end_ns - begin_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
+
+    def _schedule(self, work: Work, issued: float) -> None:
+        lane = (work.device, work.stream)
+        start = max(issued, self.stream_free.get(lane, 0.0))
+        if work.kind == "stream_wait":
+            start = max(start, self.ended.get(work.waits_for, 0.0))  # recorded before the region: no wait
+        item = self._predict(work, start)
+        self.timeline.items.append(item)
+        self.stream_free[lane] = item.end_s
+        self.ended[work.correlation] = item.end_s
+
+    def _predict(self, work: Work, start: float) -> Predicted:
+        if work.kind in ("event_record", "stream_wait"):
+            return Predicted(work, start, 0.0, "sync")
+        cost = cost_of(work.op) if work.op is not None else None
+        if work.kind == "memcpy":
+            return Predicted(work, start, self._copy_seconds(work, cost), "copy", "memory", 0.0, cost)
+        if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
+            nbytes = cost.bytes_read if cost is not None else 0.0
+            seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
+            return Predicted(work, start, max(seconds, self.profile.chip.launch_overhead_s), "collective",
+                             "latency", 0.0, cost)
+        category = "memset" if work.kind == "memset" else "compute"
+        if cost is None:  # work no recorded operator queued: a launch's worth of time
+            return Predicted(work, start, self.profile.chip.launch_overhead_s, category)
+        prediction = kernel_seconds(cost, None, self.profile)
+        seconds = max(prediction.seconds, self.profile.chip.launch_overhead_s)
+        return Predicted(work, start, seconds, category, prediction.bound, prediction.achieved_fraction_of_peak,
+                         cost)
+
+    def _copy_seconds(self, work: Work, cost: Cost | None) -> float:
+        kind = COPY_KINDS.get(work.name, "d2d")
+        nbytes = cost.bytes_read if cost is not None else 0.0
+        # A copy the host waited for has a pageable side (or was synchronous): the slower rate.
+        pinned = work.correlation not in self.waited_by_host
+        return copy_seconds(nbytes, kind, pinned, self.profile)
+
+    def _completion(self, wait: HostWait) -> float:
+        """When the predicted work a host wait waits for ends."""
+        if wait.waits_for:
+            return self.ended.get(wait.waits_for, 0.0)
+        lanes = [end for (device, stream), end in self.stream_free.items()
+                 if device == wait.device and (wait.stream == 0 or stream == wait.stream)]
+        return max(lanes, default=0.0)

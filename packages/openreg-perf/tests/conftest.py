@@ -1,0 +1,33 @@
+"""Test setup for openreg-perf: import the package from this source tree when it is not installed,
+and load tools/bench/perf_model.py (the calibration table) by path. The model's tests (costs,
+profiles, time model, replay) need no openreg device; test_simulate.py runs programs on openreg.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = PACKAGE_ROOT.parents[1]
+if importlib.util.find_spec("openreg_perf") is None:
+    sys.path.insert(0, str(PACKAGE_ROOT))
+
+
+@pytest.fixture(scope="session")
+def perf_bench():
+    """tools/bench/perf_model.py as a module (not a package anywhere)."""
+    path = REPO_ROOT / "tools" / "bench" / "perf_model.py"
+    spec = importlib.util.spec_from_file_location("openreg_perf_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def calibration(perf_bench):
+    """The calibration table, computed once (a few seconds: one fit per held-out device)."""
+    return perf_bench.calibration_table()

@@ -1,0 +1,453 @@
+"""Costs of operator calls, each against a hand count. The calls are records torch.profiler produced
+(record_shapes=True, on CPU, torch 2.13: name, shapes, dtypes, concrete inputs), so the parser is
+tested on what the profiler really writes; TensorLists are given as structured_input_shapes() does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from openreg_perf.costs import Cost, MatrixShape, OpCall, cost_of
+from torch.profiler import ProfilerActivity, profile
+
+F32, F16, BF16, LONG = "float", "c10::Half", "c10::BFloat16", "long int"
+
+
+def cost(name, shapes, dtypes, concrete=()) -> Cost:
+    return cost_of(OpCall(name, shapes, dtypes, concrete))
+
+
+def check(result: Cost, flops, read, written, kind, known=True):
+    assert (result.flops, result.bytes_read, result.bytes_written) == (flops, read, written)
+    assert result.kind == kind
+    assert result.known is known
+
+
+# ---------------------------------------------------------------------------------- matrix products
+
+def test_mm():
+    result = cost("aten::mm", [[64, 128], [128, 32]], [F32, F32], [None, None])
+    check(result, 2 * 64 * 128 * 32, (64 * 128 + 128 * 32) * 4, 64 * 32 * 4, "matmul")
+    assert result.matrix == MatrixShape(1, 64, 32, 128)
+    assert result.precision == "fp32"
+
+
+def test_addmm_adds_its_bias():
+    result = cost("aten::addmm", [[32], [64, 128], [128, 32], [], []], [F32, F32, F32, "Scalar", "Scalar"],
+                  [None, None, None, 1, 1])
+    check(result, 2 * 64 * 128 * 32 + 64 * 32, (32 + 64 * 128 + 128 * 32) * 4, 64 * 32 * 4, "matmul")
+
+
+def test_bmm():
+    result = cost("aten::bmm", [[2, 3, 4], [2, 4, 5]], [F32, F32], [None, None])
+    check(result, 2 * 2 * 3 * 4 * 5, (24 + 40) * 4, 2 * 3 * 5 * 4, "matmul")
+    assert result.matrix == MatrixShape(2, 3, 5, 4)
+
+
+def test_baddbmm():
+    result = cost("aten::baddbmm", [[2, 3, 5], [2, 3, 4], [2, 4, 5], [], []], [F32, F32, F32, "Scalar", "Scalar"],
+                  [None, None, None, 1, 1])
+    check(result, 2 * 2 * 3 * 4 * 5 + 30, (30 + 24 + 40) * 4, 30 * 4, "matmul")
+
+
+def test_linear_folds_leading_dims_and_reads_weight_as_n_by_k():
+    result = cost("aten::linear", [[2, 5, 4], [3, 4], [3]], [F32, F32, F32], [None, None, None])
+    check(result, 2 * 10 * 4 * 3 + 30, (40 + 12 + 3) * 4, 30 * 4, "matmul")
+
+
+def test_mv_and_addmv():
+    check(cost("aten::mv", [[3, 4], [4]], [F32, F32]), 2 * 3 * 4, (12 + 4) * 4, 3 * 4, "matmul")
+    addmv = cost("aten::addmv", [[3], [3, 4], [4], [], []], [F32, F32, F32, "Scalar", "Scalar"],
+                 [None, None, None, 1, 1])
+    check(addmv, 2 * 3 * 4 + 3, (3 + 12 + 4) * 4, 3 * 4, "matmul")
+
+
+def test_half_precision_matmul_uses_two_byte_elements():
+    result = cost("aten::mm", [[64, 128], [128, 32]], [F16, F16])
+    assert (result.bytes_read, result.bytes_written) == ((64 * 128 + 128 * 32) * 2, 64 * 32 * 2)
+    assert result.precision == "fp16"
+
+
+def test_scaled_mm_is_an_fp8_product_with_a_bf16_result():
+    result = cost("aten::_scaled_mm", [[64, 128], [128, 32], [], [], [], [], [], []],
+                  ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", F32, F32, "", "", "Scalar", "Scalar"],
+                  [None, None, None, None, None, None, 15, False])
+    check(result, 2 * 64 * 128 * 32, 64 * 128 + 128 * 32 + 4 + 4, 64 * 32 * 2, "matmul")
+    assert result.precision == "fp8"
+
+
+# -------------------------------------------------------------------------------------- convolution
+
+CONV_INPUT, CONV_WEIGHT = [2, 3, 16, 16], [4, 3, 3, 3]
+CONV_FLOPS = 2 * (2 * 16 * 16) * 4 * (3 * 3 * 3)  # positions x out channels x (in channels x kernel)
+
+
+def test_convolution_with_bias_and_padding():
+    result = cost("aten::convolution", [CONV_INPUT, CONV_WEIGHT, [4], [], [], [], [], [], []],
+                  [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                  [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1])
+    output = 2 * 4 * 16 * 16
+    check(result, CONV_FLOPS + output, (2 * 3 * 256 + 4 * 27 + 4) * 4, output * 4, "conv")
+    assert result.matrix == MatrixShape(1, 2 * 256, 4, 27)
+
+
+def test_conv2d_record_gives_the_same_cost():
+    conv2d = cost("aten::conv2d", [CONV_INPUT, CONV_WEIGHT, [4], [], [], [], []],
+                  [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+                  [None, None, None, [1, 1], [1, 1], [1, 1], 1])
+    assert conv2d.flops == CONV_FLOPS + 2 * 4 * 256
+
+
+def test_strided_grouped_convolution():
+    # input [1, 4, 9, 9], weight [6, 2, 3, 3] (groups 2), stride 2, no padding: output [1, 6, 4, 4]
+    result = cost("aten::convolution", [[1, 4, 9, 9], [6, 2, 3, 3], [], [], [], [], [], [], []],
+                  [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                  [None, None, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 2])
+    check(result, 2 * 16 * 6 * (2 * 9), (4 * 81 + 6 * 18) * 4, 6 * 16 * 4, "conv")
+    assert result.matrix == MatrixShape(2, 16, 3, 18)
+
+
+def test_transposed_convolution():
+    # input [1, 2, 4, 4], weight [2, 3, 3, 3] (in, out, kh, kw), stride 2: output 9x9
+    result = cost("aten::convolution", [[1, 2, 4, 4], [2, 3, 3, 3], [], [], [], [], [], [], []],
+                  [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                  [None, None, None, [2, 2], [0, 0], [1, 1], True, [0, 0], 1])
+    assert result.bytes_written == 3 * 9 * 9 * 4
+    assert result.flops == 2 * 16 * 3 * (2 * 9)  # each input position times each kernel tap
+
+
+def test_convolution_backward_computes_what_the_mask_asks():
+    shapes = [[2, 4, 16, 16], CONV_INPUT, CONV_WEIGHT, [], [], [], [], [], [], [], []]
+    dtypes = [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+              "Scalar", "ScalarList"]
+    values = [None, None, None, [4], [1, 1], [1, 1], [1, 1], False, [0, 0], 1]
+    grad, source, weight = 2 * 4 * 256 * 4, 2 * 3 * 256 * 4, 4 * 27 * 4
+    every = cost("aten::convolution_backward", shapes, dtypes, values + [[True, True, True]])
+    check(every, 2 * CONV_FLOPS + 2 * 4 * 256, 3 * grad + weight + source, source + weight + 4 * 4, "conv")
+    weight_only = cost("aten::convolution_backward", shapes, dtypes, values + [[False, True, False]])
+    check(weight_only, CONV_FLOPS, grad + source, weight, "conv")
+
+
+def test_convolution_backward_overrideable_has_no_bias_sizes():
+    # As the profiler records it on openreg (PrivateUse1's convolution backward): the same work as
+    # convolution_backward, its arguments one position earlier after the weight.
+    shapes = [[2, 4, 16, 16], CONV_INPUT, CONV_WEIGHT, [], [], [], [], [], [], []]
+    dtypes = [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar",
+              "ScalarList"]
+    values = [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False]]
+    grad, source, weight = 2 * 4 * 256 * 4, 2 * 3 * 256 * 4, 4 * 27 * 4
+    check(cost("aten::convolution_backward_overrideable", shapes, dtypes, values),
+          2 * CONV_FLOPS, 2 * grad + weight + source, source + weight, "conv")
+
+
+# ---------------------------------------------------------------------------------------- attention
+
+QKV = [2, 4, 16, 8]  # batch 2, 4 heads, 16 positions, head dim 8
+QKV_BYTES = 2 * 4 * 16 * 8 * 4
+
+
+def test_flash_attention_causal_forward():
+    result = cost("aten::_scaled_dot_product_flash_attention_for_cpu", [QKV, QKV, QKV, [], [], [], []],
+                  [F32, F32, F32, "Scalar", "Scalar", "", ""], [None, None, None, 0.0, True, None, None])
+    pairs = 16 * 17 // 2  # causal: query i sees keys 0..i
+    check(result, 2 * 8 * pairs * (8 + 8), 3 * QKV_BYTES, QKV_BYTES + 8 * 16 * 4, "attention")
+
+
+def test_flash_attention_backward_is_two_and_a_half_forwards():
+    result = cost("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                  [QKV, QKV, QKV, QKV, QKV, [2, 4, 16], [], [], [], []],
+                  [F32, F32, F32, F32, F32, F32, "Scalar", "Scalar", "", ""],
+                  [None, None, None, None, None, None, 0.0, True, None, None])
+    pairs = 16 * 17 // 2
+    check(result, 2.5 * 2 * 8 * pairs * 16, 5 * QKV_BYTES + 8 * 16 * 4, 3 * QKV_BYTES, "attention")
+
+
+def test_efficient_attention_not_causal_with_longer_keys():
+    query, keys = [1, 2, 16, 8], [1, 2, 32, 8]
+    result = cost("aten::_scaled_dot_product_efficient_attention", [query, keys, keys, [], [], [], [], []],
+                  [BF16, BF16, BF16, "", "Scalar", "Scalar", "Scalar", ""],
+                  [None, None, None, None, True, 0.0, False, None])
+    check(result, 2 * 2 * 16 * 32 * 16, (256 + 512 + 512) * 2, 256 * 2 + 2 * 16 * 4, "attention")
+    assert result.precision == "bf16"
+
+
+def test_scaled_dot_product_attention_prices_like_its_kernel():
+    composite = cost("aten::scaled_dot_product_attention", [QKV, QKV, QKV, [], [], [], [], []],
+                     [F32, F32, F32, "", "Scalar", "Scalar", "", "Scalar"],
+                     [None, None, None, None, 0.0, True, None, False])
+    assert composite.flops == 2 * 8 * (16 * 17 // 2) * 16
+
+
+# -------------------------------------------------------------------------------------- elementwise
+
+def test_add_with_broadcasting():
+    result = cost("aten::add", [[8, 1, 32], [4, 1], []], [F32, F32, "Scalar"], [None, None, 1])
+    check(result, 8 * 4 * 32, (256 + 4) * 4, 8 * 4 * 32 * 4, "elementwise")
+
+
+def test_add_out_writes_its_out_argument():
+    result = cost("aten::add", [[8, 1, 32], [8, 1, 32], [], [8, 1, 32]], [F32, F32, "Scalar", F32],
+                  [None, None, 1, None])
+    check(result, 256, 2 * 256 * 4, 256 * 4, "elementwise")
+
+
+def test_in_place_add_of_a_wrapped_scalar_reads_and_writes_self():
+    result = cost("aten::add_", [[8, 1, 32], [], []], [F32, "double", "Scalar"], [None, None, 1])
+    check(result, 256, 256 * 4 + 8, 256 * 4, "elementwise")
+
+
+def test_mul_by_a_python_number():
+    result = cost("aten::mul", [[8, 1, 32], []], [F32, "double"], [None, None])
+    check(result, 256, 256 * 4 + 8, 256 * 4, "elementwise")
+
+
+def test_gelu_counts_its_formula():
+    check(cost("aten::gelu", [[1024], []], [F16, ""], [None, None]), 8 * 1024, 2048, 2048, "elementwise")
+
+
+def test_comparison_writes_booleans():
+    check(cost("aten::eq", [[10, 5], [10, 5]], [F32, F32]), 50, 400, 50, "elementwise")
+
+
+def test_fill_and_random_fill_write_only():
+    check(cost("aten::fill_", [[1, 1, 1, 1], []], [F32, "Scalar"], [None, 0.0]), 0, 0, 4, "elementwise")
+    check(cost("aten::normal_", [[32], [], [], []], [F32, "Scalar", "Scalar", ""], [None, 0.0, 1.0, None]),
+          0, 0, 128, "elementwise")
+
+
+def test_factories_write_the_size_they_are_given():
+    zeros = cost("aten::zeros", [[], [], [], [], []], ["ScalarList", "Scalar", "Scalar", "", ""],
+                 [[2, 16, 4, 8], 6, 0, None, None])
+    check(zeros, 0, 0, 1024 * 4, "elementwise")
+    randint = cost("aten::randint", [[], [], [], [], [], [], []],
+                   ["Scalar", "Scalar", "ScalarList", "Scalar", "", "", "Scalar"],
+                   [0, 100, [4, 7], 4, None, None, False])
+    check(randint, 0, 0, 28 * 8, "elementwise")
+
+
+# --------------------------------------------------------------------------------------- reductions
+
+def test_sum_over_dims():
+    result = cost("aten::sum", [[8, 1, 32], [], [], []], [F32, "ScalarList", "Scalar", ""], [None, [0, 2], False, None])
+    check(result, 256, 256 * 4, 1 * 4, "reduction")
+
+
+def test_mean_over_the_last_dim_keeps_one_per_row():
+    result = cost("aten::mean", [[8, 1, 32], [], [], []], [F32, "ScalarList", "Scalar", ""], [None, [-1], True, None])
+    check(result, 256, 256 * 4, 8 * 4, "reduction")
+
+
+def test_full_sum_and_norm_without_dims():
+    check(cost("aten::sum", [[2, 4, 16, 16], []], [F32, ""], [None, None]), 2048, 2048 * 4, 4, "reduction")
+    norm = cost("aten::linalg_vector_norm", [[3, 4], [], [], [], []], [F32, "Scalar", "", "Scalar", ""],
+                [None, 2, None, False, None])
+    check(norm, 2 * 12, 48, 4, "reduction")
+
+
+def test_argmax_writes_indices():
+    result = cost("aten::argmax", [[8, 1, 32], [], []], [F32, "Scalar", "Scalar"], [None, 0, False])
+    check(result, 256, 1024, 32 * 8, "reduction")
+
+
+def test_max_of_two_tensors_is_elementwise():
+    assert cost("aten::max", [[4, 4], [4, 4]], [F32, F32]).kind == "elementwise"
+
+
+# ------------------------------------------------------------------------------------ softmax, norms
+
+def test_softmax_reads_a_short_row_once():
+    check(cost("aten::_softmax", [[4, 10], [], []], [F32, "Scalar", "Scalar"], [None, -1, False]),
+          5 * 40, 160, 160, "norm")
+
+
+def test_softmax_reads_a_long_row_three_times():
+    result = cost("aten::_softmax", [[4, 32768], [], []], [F16, "Scalar", "Scalar"], [None, -1, False])
+    elements = 4 * 32768
+    check(result, 5 * elements, 3 * elements * 2, elements * 2, "norm")
+
+
+def test_softmax_backward():
+    check(cost("aten::_softmax_backward_data", [[4, 10], [4, 10], [], []], [F32, F32, "Scalar", "Scalar"],
+               [None, None, -1, 6]), 4 * 40, 2 * 160, 160, "norm")
+
+
+def test_layer_norm_forward_writes_statistics_per_row():
+    result = cost("aten::native_layer_norm", [[4, 6, 10], [], [10], [10], []], [F32, "ScalarList", F32, F32, "Scalar"],
+                  [None, [10], None, None, 1e-5])
+    check(result, 8 * 240, 240 * 4 + 2 * 10 * 4, 240 * 4 + 2 * 24 * 4, "norm")
+
+
+def test_layer_norm_backward():
+    result = cost("aten::native_layer_norm_backward",
+                  [[4, 6, 10], [4, 6, 10], [], [4, 6, 1], [4, 6, 1], [10], [10], []],
+                  [F32, F32, "ScalarList", F32, F32, F32, F32, "ScalarList"],
+                  [None, None, [10], None, None, None, None, [True, True, True]])
+    saved = (24 + 24 + 10 + 10) * 4
+    check(result, 12 * 240, 2 * 240 * 4 + saved, 240 * 4 + 2 * 10 * 4, "norm")
+
+
+def test_batch_norm_in_training_reads_its_input_twice():
+    shapes = [[2, 3, 5, 5], [3], [3], [3], [3], [], [], []]
+    dtypes = [F32, F32, F32, F32, F32, "Scalar", "Scalar", "Scalar"]
+    training = cost("aten::native_batch_norm", shapes, dtypes, [None] * 5 + [True, 0.1, 1e-5])
+    check(training, 8 * 150, 2 * 150 * 4 + 2 * 3 * 4, 150 * 4 + 2 * 3 * 4, "norm")
+    evaluation = cost("aten::native_batch_norm", shapes, dtypes, [None] * 5 + [False, 0.1, 1e-5])
+    assert evaluation.bytes_read == 150 * 4 + 2 * 3 * 4
+
+
+def test_group_norm_record():
+    result = cost("aten::native_group_norm", [[2, 6, 5, 5], [6], [6], [], [], [], [], []],
+                  [F32, F32, F32, "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"],
+                  [None, None, None, 2, 6, 25, 3, 1e-5])
+    check(result, 8 * 300, 2 * 300 * 4 + 2 * 6 * 4, 300 * 4 + 2 * (2 * 3) * 4, "norm")
+
+
+def test_rms_norm_has_no_bias():
+    result = cost("aten::_fused_rms_norm", [[4, 6, 10], [], [10], []], [F32, "ScalarList", F32, ""],
+                  [None, [10], None, None])
+    check(result, 8 * 240, 240 * 4 + 10 * 4, 240 * 4 + 2 * 24 * 4, "norm")
+
+
+# ------------------------------------------------------------------------------- embedding and index
+
+def test_embedding_reads_the_rows_it_picks():
+    result = cost("aten::embedding", [[100, 16], [4, 7], [], [], []], [F32, LONG, "Scalar", "Scalar", "Scalar"],
+                  [None, None, -1, False, False])
+    check(result, 0, 28 * 8 + 28 * 16 * 4, 28 * 16 * 4, "index")
+
+
+def test_embedding_backward_zeroes_the_table_and_adds_rows():
+    result = cost("aten::embedding_dense_backward", [[4, 7, 16], [4, 7], [], [], []],
+                  [F32, LONG, "Scalar", "Scalar", "Scalar"], [None, None, 100, -1, False])
+    check(result, 448, 2 * 448 * 4 + 28 * 8, 100 * 16 * 4 + 448 * 4, "index")
+
+
+def test_index_select():
+    result = cost("aten::index_select", [[10, 5], [], [3]], [F32, "Scalar", LONG], [None, 0, None])
+    check(result, 0, 3 * 8 + 15 * 4, 15 * 4, "index")
+
+
+def test_gather():
+    result = cost("aten::gather", [[10, 5], [], [10, 2], []], [F32, "Scalar", LONG, "Scalar"], [None, 1, None, False])
+    check(result, 0, 20 * 8 + 20 * 4, 20 * 4, "index")
+
+
+def test_scatter_add_in_place_accumulates():
+    result = cost("aten::scatter_add_", [[3, 5], [], [10, 5], [10, 5]], [F32, "Scalar", LONG, F32],
+                  [None, 0, None, None])
+    check(result, 50, 50 * 8 + 50 * 4 + 50 * 4, 50 * 4, "index")
+
+
+def test_index_put_without_recorded_indices_is_an_estimate():
+    result = cost("aten::index_put_", [[10, 5], [], [3, 5], []], [F32, "", F32, "Scalar"], [None, None, None, False])
+    check(result, 0, 15 * 4, 15 * 4, "index", known=False)
+
+
+def test_index_with_indices_given():
+    result = cost("aten::index", [[10, 5], [[3]]], [F32, ""], [None, None])
+    check(result, 0, 3 * 4 + 15 * 4, 15 * 4, "index")  # the index list's dtype is not recorded: FP32 assumed
+
+
+# ------------------------------------------------------------------------------------------- copies
+
+def test_copy_casts_from_source_to_target_dtype():
+    check(cost("aten::copy_", [[10, 5], [10, 5], []], [F16, F32, "Scalar"], [None, None, False]), 0, 200, 100, "copy")
+
+
+def test_to_copy_into_half():
+    result = cost("aten::_to_copy", [[10, 5], [], [], [], [], [], []], [F32, "Scalar", "", "", "", "Scalar", ""],
+                  [None, 5, None, None, None, False, None])
+    check(result, 0, 200, 100, "copy")
+
+
+def test_to_its_own_dtype_runs_nothing():
+    result = cost("aten::to", [[4, 6, 10], [], [], [], []], [F32, "Scalar", "Scalar", "Scalar", ""],
+                  [None, 6, False, False, None])
+    check(result, 0, 0, 0, "view")
+
+
+def test_clone_and_contiguous():
+    check(cost("aten::clone", [[10, 5], []], [F32, ""], [None, None]), 0, 200, 200, "copy")
+    check(cost("aten::contiguous", [[5, 10], []], [F32, "Scalar"], [None, 0]), 0, 200, 200, "copy")
+
+
+# --------------------------------------------------------------------------------------- optimizers
+
+PARAMS = [[3, 4], [3]]  # 15 parameters in two tensors
+
+
+def test_foreach_add_with_structured_shapes():
+    result = cost("aten::_foreach_add_", [PARAMS, PARAMS, []], ["TensorList", "TensorList", "Scalar"],
+                  [None, None, 0.1])
+    check(result, 15, 2 * 15 * 4, 15 * 4, "optimizer")
+
+
+def test_foreach_without_recorded_shapes_is_unknown():
+    result = cost("aten::_foreach_add_", [[], [], []], ["TensorList", "TensorList", "Scalar"], [None, None, 0.1])
+    assert result.known is False and result.bytes == 0
+
+
+def test_fused_adamw_record():
+    shapes = [PARAMS, PARAMS, PARAMS, PARAMS, [], [[], []]] + [[]] * 9
+    dtypes = ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""]
+    values = [None] * 6 + [0.001, 0.9, 0.999, 0.01, 1e-08, False, False, None, None]
+    result = cost("aten::_fused_adamw_", shapes, dtypes, values)
+    check(result, 15 * 15, (3 * 15 + 15) * 4, 3 * 15 * 4, "optimizer")
+
+
+def test_fused_sgd_with_momentum():
+    shapes = [PARAMS, PARAMS, PARAMS] + [[]] * 9
+    dtypes = ["TensorList"] * 3 + ["Scalar"] * 7 + ["", ""]
+    values = [None] * 3 + [0.0, 0.9, 0.1, 0.0, False, False, True, None, None]
+    check(cost("aten::_fused_sgd_", shapes, dtypes, values), 4 * 15, 3 * 15 * 4, 2 * 15 * 4, "optimizer")
+
+
+# -------------------------------------------------------------------------------- views and default
+
+@pytest.mark.parametrize("record", [
+    ("aten::view", [[10, 5], []], [F32, "ScalarList"], [None, [50]]),
+    ("aten::t", [[10, 5]], [F32], [None]),
+    ("aten::transpose", [[10, 5], [], []], [F32, "Scalar", "Scalar"], [None, 0, 1]),
+    ("aten::expand", [[10, 5], [], []], [F32, "ScalarList", "Scalar"], [None, [2, 10, 5], False]),
+    ("aten::as_strided", [[10, 5], [], [], []], [F32, "ScalarList", "ScalarList", ""], [None, [5, 10], [1, 5], None]),
+    ("aten::slice", [[10, 5], [], [], [], []], [F32, "Scalar", "Scalar", "Scalar", "Scalar"], [None, 0, 1, 3, 1]),
+    ("aten::select", [[10, 5], [], []], [F32, "Scalar", "Scalar"], [None, 0, 1]),
+    ("aten::unsqueeze", [[10, 5], []], [F32, "Scalar"], [None, 0]),
+    ("aten::reshape", [[10, 5], []], [F32, "ScalarList"], [None, [5, 10]]),
+    ("aten::empty", [[], [], [], [], [], []], ["ScalarList", "Scalar", "Scalar", "", "", ""],
+     [[2, 3], 6, 0, None, None, None]),
+])
+def test_views_and_allocations_cost_nothing(record):
+    check(cost(*record), 0, 0, 0, "view")
+
+
+def test_an_unknown_operator_gets_the_default_estimate():
+    result = cost("aten::my_custom_op", [[4, 4], [4], []], [F32, F32, "Scalar"], [None, None, 2])
+    check(result, 0, (16 + 4) * 4, 16 * 4, "default", known=False)
+
+
+def test_an_unknown_in_place_operator_writes_its_first_argument():
+    result = cost("aten::my_custom_op_", [[4], [4, 4]], [F32, F32])
+    check(result, 0, (4 + 16) * 4, 4 * 4, "default", known=False)
+
+
+# ------------------------------------------------------------------------------- the live profiler
+
+def test_every_event_of_a_profiled_training_step_is_priced():
+    """What this torch's profiler records for a small training step parses, and mm matches a hand count."""
+    layers = [torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)]
+    model = torch.nn.Sequential(*layers)
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    inputs = torch.randn(8, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(inputs).softmax(-1).sum().backward()
+        optimizer.step()
+        torch.mm(torch.randn(64, 128), torch.randn(128, 32))
+    events = [event for event in prof.profiler.kineto_results.events() if event.name().startswith("aten::")]
+    costs = {}
+    for event in events:
+        call = OpCall(event.name(), event.structured_input_shapes(), event.dtypes(), event.concrete_inputs())
+        costs.setdefault(event.name(), []).append(cost_of(call))
+    assert all(result.flops >= 0 and result.bytes >= 0 for results in costs.values() for result in results)
+    assert any(result.flops == 2 * 64 * 128 * 32 for result in costs["aten::mm"])
+    assert {"aten::addmm", "aten::gelu", "aten::native_layer_norm", "aten::_fused_adamw_"} <= set(costs)
+    assert all(result.known for result in costs["aten::_fused_adamw_"])

@@ -1,0 +1,138 @@
+"""Profiles: every bundled one loads, the datasheet pitfalls are avoided, and each way a profile file
+can be wrong is refused with a ProfileError naming the field and the file."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from openreg_perf.profile import PRECISIONS, Profile, ProfileError, list_profiles, load_profile
+
+BUNDLED = ["a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h200", "host", "mi300x"]
+
+
+def test_bundled_profiles_are_listed():
+    assert list_profiles() == BUNDLED
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_profile_loads(name):
+    profile = load_profile(name)
+    assert isinstance(profile, Profile)
+    assert profile.name == name
+    assert profile.path.endswith(f"{name}.toml")
+    assert profile.memory.bandwidth_bytes_per_s > 0
+    assert profile.peak.fp32_flops_per_s > 0
+    assert all(profile.peak_of(precision) >= 0 for precision in PRECISIONS)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_figure_carries_a_source_or_says_it_is_an_estimate(name):
+    """Each value line of the datasheet sections has a comment: its source, or why it is assumed."""
+    section = None
+    for line in open(load_profile(name).path).read().splitlines():
+        header = re.match(r"^\[(\w+)\]", line)
+        section = header.group(1) if header else section
+        if section in ("peak", "chip", "memory", "links") and "=" in line and not line.startswith("#"):
+            assert "#" in line, f"{name}: {line!r} has no source"
+
+
+def test_dense_figures_not_sparse_ones():
+    """The pitfalls of widely copied tables: sparse rates passed off as dense, A100's TF32 as H100's."""
+    h100, a100 = load_profile("h100-sxm"), load_profile("a100-sxm-80gb")
+    assert h100.peak.bf16_flops_per_s == pytest.approx(989.4e12)
+    assert h100.peak.fp16_flops_per_s == pytest.approx(989.4e12)
+    assert h100.peak.tf32_flops_per_s == pytest.approx(494.7e12, rel=1e-3)
+    assert h100.peak.fp8_flops_per_s == pytest.approx(1978.9e12)
+    assert a100.peak.tf32_flops_per_s == pytest.approx(156e12)
+    assert a100.peak.bf16_flops_per_s == pytest.approx(312e12)
+    assert a100.peak.fp8_flops_per_s == 0  # Ampere has no FP8 unit
+    assert load_profile("mi300x").peak.bf16_flops_per_s == pytest.approx(1307.4e12)
+
+
+def test_a_profile_can_be_loaded_by_path(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(open(load_profile("h100-sxm").path).read().replace('name = "h100-sxm"', 'name = "mine"'))
+    assert load_profile(path).name == "mine"
+    assert load_profile(str(path)).path == str(path)
+
+
+# ------------------------------------------------------------------------------------------ refusals
+
+def _variant(tmp_path, old: str, new: str):
+    text = open(load_profile("h100-sxm").path).read()
+    assert old in text
+    path = tmp_path / "variant.toml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _refused(path, *fragments):
+    with pytest.raises(ProfileError) as error:
+        load_profile(path)
+    message = str(error.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message
+    return message
+
+
+def test_missing_field_is_refused(tmp_path):
+    path = _variant(tmp_path, "bf16_flops_per_s = 989.4e12", "")
+    _refused(path, "'peak.bf16_flops_per_s'", "missing")
+
+
+def test_missing_section_is_refused(tmp_path):
+    text = open(load_profile("h100-sxm").path).read()
+    path = tmp_path / "variant.toml"
+    path.write_text(text.split("\n[collectives]")[0])
+    _refused(path, "section [collectives] is missing")
+
+
+def test_negative_field_is_refused(tmp_path):
+    path = _variant(tmp_path, "bandwidth_bytes_per_s = 3.35e12", "bandwidth_bytes_per_s = -3.35e12")
+    _refused(path, "'memory.bandwidth_bytes_per_s'", "negative")
+
+
+def test_unknown_key_is_refused(tmp_path):
+    path = _variant(tmp_path, "[memory]\n", "[memory]\nbandwith_bytes_per_s = 1.0\n")
+    _refused(path, "unknown field 'memory.bandwith_bytes_per_s'")
+
+
+def test_unknown_top_level_key_is_refused(tmp_path):
+    path = _variant(tmp_path, 'name = "h100-sxm"', 'name = "h100-sxm"\nvendor = "NVIDIA"')
+    _refused(path, "unknown field 'vendor'")
+
+
+def test_non_numeric_field_is_refused(tmp_path):
+    path = _variant(tmp_path, "compute_units = 132", 'compute_units = "132"')
+    _refused(path, "'chip.compute_units'", "must be a number")
+
+
+def test_boolean_is_not_a_number(tmp_path):
+    path = _variant(tmp_path, "launch_overhead_s = 4e-6", "launch_overhead_s = true")
+    _refused(path, "'chip.launch_overhead_s'", "must be a number")
+
+
+def test_fractional_count_is_refused(tmp_path):
+    path = _variant(tmp_path, "devices_per_node = 8", "devices_per_node = 7.5")
+    _refused(path, "'links.devices_per_node'", "whole number")
+
+
+def test_unknown_topology_is_refused(tmp_path):
+    path = _variant(tmp_path, 'device_link_topology = "switch"', 'device_link_topology = "torus"')
+    _refused(path, "'links.device_link_topology'", "switch, mesh")
+
+
+def test_invalid_toml_is_refused(tmp_path):
+    path = _variant(tmp_path, "compute_units = 132", "compute_units = = 132")
+    _refused(path, "not valid TOML")
+
+
+def test_unknown_profile_name_is_refused():
+    with pytest.raises(ProfileError, match="no profile named 'tpu-v9'.*h100-sxm"):
+        load_profile("tpu-v9")
+
+
+def test_profile_error_is_a_value_error():
+    assert issubclass(ProfileError, ValueError)

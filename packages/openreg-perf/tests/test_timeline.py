@@ -1,0 +1,177 @@
+"""The replay (timeline.py) on traces written by hand: stream order, event waits, overlap of streams,
+host waits, the host's own time, collectives and determinism. No openreg device needed."""
+
+from __future__ import annotations
+
+import pytest
+from openreg_perf.capture import HostWait, Trace, Work
+from openreg_perf.costs import OpCall
+from openreg_perf.model import collective_seconds, kernel_seconds
+from openreg_perf.profile import load_profile
+from openreg_perf.report import kernel_records, region_report
+from openreg_perf.timeline import replay
+
+H100 = load_profile("h100-sxm")
+MS = 1_000_000  # ns
+F32 = "float"
+
+
+def mm(n: int) -> OpCall:
+    return OpCall("aten::mm", [[n, n], [n, n]], [F32, F32], [None, None])
+
+
+class Program:
+    """Builds a Trace as a program would leave it: each call queues work at the next microsecond."""
+
+    def __init__(self):
+        self.trace = Trace(region_ns=(0, 10**12))
+        self.now = 0
+
+    def queue(self, kind, name, stream=1, device=0, op=None, waits_for=0, gap_ns=1000) -> Work:
+        self.now += gap_ns
+        work = Work(len(self.trace.work) + 1, kind, name, device, stream, self.now, (self.now, self.now), op,
+                    waits_for)
+        self.trace.work.append(work)
+        return work
+
+    def kernel(self, op=None, **where) -> Work:
+        return self.queue("kernel", op.name if op else "kernel", op=op, **where)
+
+    def wait(self, name, stream, waits_for=0, device=0, took_ns=5 * MS) -> HostWait:
+        self.now += 1000
+        wait = HostWait(name, device, stream, (self.now, self.now + took_ns), waits_for)
+        self.trace.waits.append(wait)
+        self.now += took_ns
+        return wait
+
+
+def by_correlation(timeline):
+    return {item.work.correlation: item for item in timeline.items}
+
+
+def test_work_on_one_stream_runs_in_order_for_its_predicted_time():
+    program = Program()
+    a, b = program.kernel(mm(4096)), program.kernel(mm(256))
+    items = by_correlation(replay(program.trace, H100))
+    first, second = items[a.correlation], items[b.correlation]
+    assert first.seconds == pytest.approx(kernel_seconds(first.cost, None, H100).seconds)
+    assert second.start_s == pytest.approx(first.end_s)  # queued long before the first ended: waits for it
+    assert first.category == "compute" and first.bound == "compute"
+
+
+def test_a_kernel_never_starts_before_the_event_it_waits_for():
+    program = Program()
+    long = program.kernel(mm(8192), stream=1)
+    record = program.queue("event_record", "eventRecord", stream=1)
+    program.queue("stream_wait", "streamWaitEvent", stream=2, waits_for=record.correlation)
+    after = program.kernel(mm(64), stream=2)
+    independent = program.kernel(mm(64), stream=3)
+    items = by_correlation(replay(program.trace, H100))
+    assert items[after.correlation].start_s >= items[long.correlation].end_s
+    # Two streams with no dependency overlap.
+    assert items[independent.correlation].start_s < items[long.correlation].end_s
+
+
+def test_a_wait_for_an_event_recorded_before_the_region_does_not_wait():
+    program = Program()
+    program.queue("stream_wait", "streamWaitEvent", stream=2, waits_for=12345)
+    k = program.kernel(mm(64), stream=2)
+    # It starts when the host has queued it: one launch after the wait.
+    assert by_correlation(replay(program.trace, H100))[k.correlation].start_s == pytest.approx(
+        H100.chip.launch_overhead_s)
+
+
+def test_the_host_resumes_when_the_predicted_work_it_waits_for_ends():
+    program = Program()
+    big = program.kernel(mm(8192))
+    program.wait("orStreamSynchronize", stream=1, took_ns=500 * MS)  # the simulator took 500 ms
+    after = program.kernel(mm(64))
+    timeline = replay(program.trace, H100)
+    items = by_correlation(timeline)
+    (wait,) = timeline.waits
+    assert wait.end_s == pytest.approx(items[big.correlation].end_s)  # the predicted end, not 500 ms
+    assert items[after.correlation].start_s >= wait.end_s
+    assert timeline.total_s < 0.1
+
+
+def test_a_device_synchronize_waits_for_every_stream_of_its_device_only():
+    program = Program()
+    slow = program.kernel(mm(8192), stream=5)
+    program.kernel(mm(16384), device=1, stream=9)
+    program.wait("orDeviceSynchronize", stream=0, device=0)
+    timeline = replay(program.trace, H100)
+    assert timeline.waits[0].end_s == pytest.approx(by_correlation(timeline)[slow.correlation].end_s)
+
+
+def test_the_host_keeps_its_own_time_between_launches_but_not_the_recordings():
+    program = Program()
+    program.kernel(mm(64))
+    second = program.kernel(mm(64), gap_ns=2 * MS)  # the host spent 2 ms in between (its Python)
+    items = by_correlation(replay(program.trace, H100))
+    assert items[second.correlation].start_s == pytest.approx(2e-3)
+    # The same gap, during which 1000 operators were recorded at 1 us each: 1 ms of it was the profiler's.
+    program.trace.operator_starts_ns = list(range(program.now - 1000 * 1000, program.now, 1000))
+    program.trace.recording_cost_per_operator_s = 1e-6
+    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_every_launch_costs_the_host_at_least_the_profiles_launch_overhead():
+    program = Program()
+    kernels = [program.kernel(OpCall("aten::relu", [[4]], [F32]), gap_ns=10) for _ in range(5)]
+    items = by_correlation(replay(program.trace, H100))
+    host = 4 * H100.chip.launch_overhead_s  # the fifth launch, 10 ns apart as measured
+    device = sum(items[k.correlation].seconds for k in kernels[:-1])
+    assert items[kernels[-1].correlation].start_s == pytest.approx(max(host, device))
+    assert items[kernels[-1].correlation].start_s >= host
+
+
+def test_collectives_take_the_alpha_beta_time_of_their_rank_count():
+    program = Program()
+    op = OpCall("c10d::allreduce_", [[[1 << 20]]], ["TensorList"])
+    k = program.kernel(op)
+    program.trace.work[-1].name = "allreduce"
+    nbytes = (1 << 20) * 4
+    for ranks in (2, 8, 64):
+        item = by_correlation(replay(program.trace, H100, ranks=ranks))[k.correlation]
+        assert item.category == "collective"
+        assert item.seconds == pytest.approx(collective_seconds("all_reduce", nbytes, ranks, H100))
+
+
+def test_an_unknown_operator_gets_the_default_cost_and_is_listed():
+    program = Program()
+    program.kernel(OpCall("aten::special_bessel_j0", [[1024]], [F32]))
+    timeline = replay(program.trace, H100)
+    (record,) = kernel_records(timeline)
+    assert not record.known and record.bytes == 2 * 1024 * 4 and record.flops == 0
+    assert region_report(timeline, H100, {}).unknown_operators == ["aten::special_bessel_j0"]
+
+
+def test_an_empty_region_is_predicted_as_nothing():
+    timeline = replay(Trace(), H100)
+    assert timeline.total_s == 0.0 and timeline.items == []
+    report = region_report(timeline, H100, {})
+    assert report.total_s == 0.0 and report.flops == 0.0 and report.model_flop_utilisation == 0.0
+
+
+def test_the_prediction_is_deterministic():
+    program = Program()
+    for n in (64, 512, 4096):
+        program.kernel(mm(n), stream=1 + n % 3)
+    program.wait("orDeviceSynchronize", stream=0)
+    first, second = replay(program.trace, H100), replay(program.trace, H100)
+    assert [(i.start_s, i.seconds) for i in first.items] == [(i.start_s, i.seconds) for i in second.items]
+
+
+def test_exposed_communication_is_what_no_compute_overlaps():
+    program = Program()
+    program.kernel(mm(8192), stream=1)
+    op = OpCall("c10d::allreduce_", [[[64 << 20]]], ["TensorList"])
+    program.kernel(op, stream=2)
+    program.trace.work[-1].name = "allreduce"
+    timeline = replay(program.trace, H100, ranks=8)
+    report = region_report(timeline, H100, {})
+    compute = next(i for i in timeline.items if i.category == "compute")
+    comm = next(i for i in timeline.items if i.category == "collective")
+    overlap = max(0.0, min(compute.end_s, comm.end_s) - max(compute.start_s, comm.start_s))
+    assert report.communication_s == pytest.approx(comm.seconds)
+    assert report.exposed_communication_s == pytest.approx(comm.seconds - overlap)

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Check openreg-perf's time model against published measurements, beside the plain datasheet roofline.
+
+Calibration: for each of the 41 published rows of tools/bench/perf_calibration.csv (A100 GEMM and
+memory-bound kernel latencies, the best matmul throughputs of eight accelerators, NCCL all_reduce on
+A100, H200 and MI300X nodes, an NVLink and a PCIe copy), prints the published time, the model's
+prediction and the roofline's (max(FLOPs / peak, bytes / bandwidth), no launch cost, no efficiency),
+then the mean absolute percentage error per class: compute-bound, memory-bound, launch-bound
+(published under 20 us), collectives, links (copies), and overall, with the ratio roofline / model
+and whether the targets (at most 15 % and at least 2x better than the roofline) are met. Errors are
+on times: a throughput row becomes the time of its work. How each row becomes a prediction, and which
+parameters are fitted to what, is written in openreg_perf/fit.py (Notes [How a calibration row becomes
+a prediction] and [Which parameters a device gets]). Rows of the mamf-finder and NCCL measurements,
+taken on several devices, are predicted leave-one-device-out (marked "held out"): by a fit that saw no
+row of that device. The fit is deterministic; the run takes a few seconds and needs no openreg device.
+
+--write-profiles writes the parameters fitted on every row into the [efficiency] and [collectives]
+sections of the bundled profiles (a device without rows gets the device-independent values).
+
+Host check: measures this machine as the `host` profile (openreg_perf/calibrate.py), then predicts
+torch_ops.py's operators (the device time of their kernels) and training steps (one step, launch to
+completion, without the profiler) and compares with what the simulated device takes here: MAPE per
+kernel (target <= 25 %) and per training step (target <= 15 %), medians over rounds.
+
+    .venv/bin/python tools/bench/perf_model.py [--write-profiles] [--calibration-only]
+"""
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # torch_ops, for the host check
+CALIBRATION_CSV = REPO / "tools" / "bench" / "perf_calibration.csv"
+if find_spec("openreg_perf") is None:  # running from a source tree without the package installed
+    sys.path.insert(0, str(REPO / "packages" / "openreg-perf"))
+
+from openreg_perf import fit  # noqa: E402
+from openreg_perf.profile import list_profiles, load_profile  # noqa: E402
+
+CLASSES = ("compute", "memory", "launch", "collectives", "links", "overall")
+TARGET_MAPE = 0.15
+TARGET_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    name: str
+    rows: int
+    held_out: int  # rows predicted by a fit that saw no row of their device
+    model_mape: float
+    roofline_mape: float
+    fitted_mape: float  # the model fitted on every row, no row held out: how well the fit can do
+
+    @property
+    def ratio(self) -> float:
+        return self.roofline_mape / self.model_mape if self.model_mape else float("inf")
+
+    @property
+    def met(self) -> bool:
+        return self.model_mape <= TARGET_MAPE and self.ratio >= TARGET_RATIO
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    rows: list  # fit.Evaluated, in the order of the CSV
+    in_sample_seconds: list[float]  # each row predicted by the fit on every row
+    classes: dict[str, ClassSummary]
+    full_fit: fit.Fit
+
+
+# ------------------------------------------------------------------------------------- calibration
+
+def calibration_table(path: Path = CALIBRATION_CSV) -> CalibrationTable:
+    """Fit, predict (held-out devices where several were measured), and summarise per class."""
+    cases = fit.cases_of(fit.read_rows(path))
+    full, rows = fit.evaluate(cases)
+    in_sample = [fit.predicted_seconds(row.case, full.parameters(row.case.device)) for row in rows]
+    classes = {}
+    for name in CLASSES:
+        members = [index for index, row in enumerate(rows) if name == "overall" or row.error_class == name]
+        if not members:
+            continue
+        in_sample_errors = [abs(in_sample[i] / rows[i].case.published_seconds - 1) for i in members]
+        held_out = sum(rows[i].held_out for i in members)
+        classes[name] = ClassSummary(name, len(members), held_out, _mean(rows[i].model_error for i in members),
+                                     _mean(rows[i].roofline_error for i in members), _mean(in_sample_errors))
+    return CalibrationTable(rows, in_sample, classes, full)
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def print_calibration(table: CalibrationTable) -> None:
+    print("Calibration rows (times; model: held out = fitted without that device's rows)")
+    print(f"{'class':<12}{'published':>12}{'model':>12}{'err':>7}{'roofline':>12}{'err':>7}  row")
+    for row in table.rows:
+        held = " held out" if row.held_out else ""
+        print(f"{row.error_class:<12}{_time(row.case.published_seconds):>12}{_time(row.predicted_seconds):>12}"
+              f"{row.model_error:>7.1%}{_time(row.roofline_seconds):>12}{row.roofline_error:>7.1%}"
+              f"  {row.case.label}{held}")
+    print()
+    print(f"Mean absolute percentage error per class (targets: model <= {TARGET_MAPE:.0%} "
+          f"and roofline / model >= {TARGET_RATIO:.0f}x)")
+    print(f"{'class':<12}{'rows':>5}{'held out':>9}{'model':>8}{'roofline':>10}{'ratio':>8}{'target':>9}"
+          f"{'fit, no row held out':>23}")
+    for summary in table.classes.values():
+        ratio = f"{summary.ratio:.1f}x" if summary.ratio < 100 else ">100x"
+        print(f"{summary.name:<12}{summary.rows:>5}{summary.held_out:>9}{summary.model_mape:>8.1%}"
+              f"{summary.roofline_mape:>10.1%}{ratio:>8}{'met' if summary.met else 'NOT met':>9}"
+              f"{summary.fitted_mape:>23.1%}")
+    print("A class with no row held out is predicted by the fit that saw its rows: its error shows how well the\n"
+          "fit reproduces them (the launch row's harness cost is fitted to it), not how well it predicts.")
+    print()
+    print("Fitted parameters (device-independent; per device where its rows fit them)")
+    for name, value in sorted(table.full_fit.shared.items()):
+        print(f"  {name:<22}{value:.4g}")
+    for device, values in sorted(table.full_fit.per_device.items()):
+        print(f"  {device:<22}" + ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items())))
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+# --------------------------------------------------------------------------------- writing profiles
+
+_ASSIGNMENT = re.compile(r"^(?P<key>\w+)(?P<equals>\s*=\s*)(?P<value>[^#\n]*?)(?P<rest>\s*(#.*)?)$")
+
+
+def write_profiles(full: fit.Fit) -> None:
+    """Put the fitted values into each bundled profile's [efficiency] and [collectives] sections,
+    leaving every other line (and comment) as it is."""
+    for name in list_profiles():
+        path = Path(load_profile(name).path)
+        values = fit.profile_parameters(full, name)
+        section, lines = None, []
+        for line in path.read_text().splitlines():
+            header = re.match(r"^\[(\w+)\]", line)
+            section = header.group(1) if header else section
+            match = _ASSIGNMENT.match(line)
+            if match and section in ("efficiency", "collectives") and match["key"] in values:
+                line = f"{match['key']}{match['equals']}{values[match['key']]:.4g}{match['rest']}"
+            lines.append(line)
+        path.write_text("\n".join(lines) + "\n")
+        print(f"wrote {path}")
+
+
+# ------------------------------------------------------------------------------------- host check
+# The host profile predicts openreg's own kernels on this machine: measured here (calibrate.py), then
+# compared with what the simulated device takes for torch_ops.py's operators and training steps.
+
+TARGET_KERNEL_MAPE = 0.25
+TARGET_STEP_MAPE = 0.15
+
+
+def _predicted_region(fn, profile) -> tuple[float, float]:
+    """(predicted region time, predicted kernel time) of one fn() call on profile."""
+    import openreg_perf
+
+    with openreg_perf.simulate(profile) as run:
+        fn()
+    return run.total_time_s, sum(kernel.seconds for kernel in run.kernels)
+
+
+def host_check(rounds: int = 5) -> dict:
+    """Measures the host profile, then per operator (device time of its kernel) and per training step
+    (a step's time, launch to completion, without the profiler) compares prediction and measurement;
+    medians over rounds. Returns {"kernels": {...}, "steps": {...}} of (predicted, measured) seconds."""
+    import statistics
+    import tempfile
+
+    import torch
+    from openreg_perf import calibrate, load_profile
+    from torch_ops import MODELS, op_cases, training_step
+
+    path = Path(tempfile.mkdtemp()) / "host.toml"
+    profile = load_profile(calibrate.calibrate_host(path))
+    results = {"kernels": {}, "steps": {}}
+    for size in ("1", "1K", "1M"):
+        for name, fn in op_cases(size, "openreg").items():
+            fn()
+            inner = 200 if size != "1M" else 5
+            measured = statistics.median(calibrate.device_seconds(fn, repeats=3, inner=inner) for _ in range(rounds))
+            predicted = statistics.median(_predicted_region(fn, profile)[1] for _ in range(rounds))
+            results["kernels"][f"{name} {size}"] = (predicted, measured)
+    for name, (build, make_batch) in MODELS.items():
+        step = training_step(build, make_batch, "openreg")
+        for _ in range(3):
+            step()
+
+        def timed_step(step=step):
+            torch.openreg.synchronize()
+            start = time.perf_counter()
+            step()
+            torch.openreg.synchronize()
+            return time.perf_counter() - start
+
+        measured = statistics.median(timed_step() for _ in range(rounds * 2))
+        predicted = statistics.median(_predicted_region(step, profile)[0] for _ in range(rounds))
+        results["steps"][f"training step {name}"] = (predicted, measured)
+    return results
+
+
+def print_host_check(results: dict) -> None:
+    print()
+    print("Host check: the measured host profile predicts openreg's own kernels and training steps here")
+    print(f"{'case':<28}{'predicted':>12}{'measured':>12}{'error':>8}")
+    for group, target in (("kernels", TARGET_KERNEL_MAPE), ("steps", TARGET_STEP_MAPE)):
+        errors = []
+        for case, (predicted, measured) in results[group].items():
+            errors.append(abs(predicted / measured - 1))
+            print(f"{case:<28}{_time(predicted):>12}{_time(measured):>12}{errors[-1]:>8.1%}")
+        mape = _mean(errors)
+        print(f"  MAPE per {group[:-1]}: {mape:.1%} (target <= {target:.0%}: {'met' if mape <= target else 'NOT met'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-profiles", action="store_true",
+                        help="write the fitted parameters into the bundled profiles")
+    parser.add_argument("--calibration-only", action="store_true",
+                        help="only the published measurements (no openreg device needed)")
+    arguments = parser.parse_args()
+    table = calibration_table()
+    print_calibration(table)
+    if arguments.write_profiles:
+        write_profiles(table.full_fit)
+    if not arguments.calibration_only:
+        print_host_check(host_check())
+
+
+if __name__ == "__main__":
+    main()
