@@ -137,6 +137,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_synchronize", [] { check(orDeviceSynchronize()); }, release());
   m.def("device_reset", [] { check(orDeviceReset()); }, release());
+  m.def("set_timing_only", [](bool on) { check(orSetTimingOnly(on ? 1 : 0)); }, release());
+  m.def("get_timing_only", [] { int on = 0; check(orGetTimingOnly(&on)); return on != 0; });
   m.def("device_get_stream_priority_range", [] {
     int least = 0, greatest = 0;
     check(orDeviceGetStreamPriorityRange(&least, &greatest));

@@ -80,6 +80,7 @@ struct Config {
   size_t capacity = kDefaultDeviceMemory;
   bool launchBlocking = false;
   bool checkAliases = false;
+  bool timingOnly = false;
   size_t traceRecords = kDefaultTraceRecords;
   orError_t error = orSuccess;
   std::string message;
@@ -115,6 +116,9 @@ Config readConfig() {
   if (const char* text = std::getenv("OPENREG_CHECK_ALIASES")) {
     config.checkAliases = parseSwitch("OPENREG_CHECK_ALIASES", text);
   }
+  if (const char* text = std::getenv("OPENREG_TIMING_ONLY")) {
+    config.timingOnly = parseSwitch("OPENREG_TIMING_ONLY", text);
+  }
   if (const char* text = std::getenv("OPENREG_TRACE_RECORDS")) {
     char* end = nullptr;
     long long parsed = std::strtoll(text, &end, 10);
@@ -144,6 +148,7 @@ Runtime* start() {
   }
   rt->launchBlocking = cfg.launchBlocking;
   rt->checkAliases = cfg.checkAliases;
+  rt->timingOnly.store(cfg.timingOnly);
   rt->traceRecords = cfg.traceRecords;
   std::vector<DeviceMapping> mappings;
   for (int index = 0; index < cfg.count; ++index) {
@@ -304,6 +309,27 @@ orError_t orDeviceReset(void) {
   orGetLastError();      // which this call clears
   device.clearSticky();
   for (auto& stream : streamsOf(device.index)) stream->progress->clearFailure();
+  return orSuccess;
+}
+
+orError_t orSetTimingOnly(int timingOnly) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (runningStream() != nullptr) return refuseWaitForRunningKernel("orSetTimingOnly");  // waits for every device
+  // Work queued so far runs in the mode it was queued in (Note [Timing-only mode]).
+  for (auto& device : runtime().devices) {
+    device->synchronize();
+    orGetLastError();  // a failure is for whoever waits for that work, not this call
+  }
+  runtime().timingOnly.store(timingOnly != 0);
+  return orSuccess;
+}
+
+orError_t orGetTimingOnly(int* timingOnly) {
+  orError_t status = ensureInit();
+  if (status != orSuccess) return status;
+  if (timingOnly == nullptr) return fail(orErrorInvalidValue, "orGetTimingOnly: timingOnly is NULL");
+  *timingOnly = runtime().timingOnly.load() ? 1 : 0;
   return orSuccess;
 }
 

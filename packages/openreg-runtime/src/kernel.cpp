@@ -85,7 +85,8 @@ void runKernel(Stream& stream, Op& op, bool onWorker) {
   // An earlier kernel on this worker may have called orSetDevice; inside a
   // kernel the current device is always the stream's (orGetDevice).
   setCurrentDevice(stream.device.index);
-  orError_t result = op.func(op.userData);
+  // Note [Timing-only mode]: the kernel is ordered, traced and released, not run.
+  orError_t result = timingOnly() ? orSuccess : op.func(op.userData);
   running = nullptr;
   for (const AliasWindow& window : context.windows) platformRetireAliasWindow(window, context.name);
   if (op.release != nullptr) op.release(op.userData);

@@ -395,6 +395,10 @@ inline orStream_t toHandle(uint64_t id) {
   return reinterpret_cast<orStream_t>(static_cast<uintptr_t>(id));
 }
 
+// Whether kernels and copies run for their timing alone (Note [Timing-only
+// mode] in stream.cpp).
+bool timingOnly();
+
 // ---------------------------------------------------------------- device.cpp
 
 struct Device {
@@ -429,6 +433,8 @@ struct Runtime {
   bool launchBlocking = false;
   bool checkAliases = false;  // OPENREG_CHECK_ALIASES: Note [Host aliases end with their kernel]
   size_t traceRecords = 0;    // OPENREG_TRACE_RECORDS: how many may wait to be drained
+  // OPENREG_TIMING_ONLY, orSetTimingOnly: Note [Timing-only mode] in stream.cpp.
+  std::atomic<bool> timingOnly{false};
   orError_t initError = orSuccess;
   std::string initMessage;
 };

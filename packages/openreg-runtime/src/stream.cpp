@@ -430,6 +430,20 @@ void Stream::execute(Op& op, bool onWorker) {
   }
 }
 
+// LITERALINCLUDE START: OR_TIMING_ONLY
+// Note [Timing-only mode]
+// To predict a program too big for this machine (openreg-perf), the runtime
+// can run it for its shapes, allocations, streams and events alone: kernels
+// are queued, ordered and traced as usual but their functions are not
+// called (their userData is still released), and copies and memsets move no
+// bytes. Device memory is then reserved and never touched, so it costs the
+// host nothing: a device of 80 GiB exists on a machine with a few. What
+// would hand the host a value of device memory has none to hand: a copy to
+// host memory is refused when queued. Switching (orSetTimingOnly) first
+// waits for the work already queued, which runs in the mode it was queued in.
+bool timingOnly() { return runtime().timingOnly.load(std::memory_order_relaxed); }
+// LITERALINCLUDE END: OR_TIMING_ONLY
+
 void Stream::executeTransfer(Op& op) {
   // A copy reads or writes both its sides: one on a faulted device fails
   // this stream, since the bytes it would move are not results.
@@ -462,6 +476,7 @@ void Stream::executeTransfer(Op& op) {
                             device.index, static_cast<unsigned long long>(id)));
     return;
   }
+  if (timingOnly()) return;  // Note [Timing-only mode]
   int value = op.value;
   bool isCopy = op.kind == Op::Kind::Copy;
   copyEngine().run(op.count, [&](size_t begin, size_t length) {

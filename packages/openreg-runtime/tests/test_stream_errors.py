@@ -219,7 +219,7 @@ def test_a_host_wait_for_queued_work_names_that_work(res, hostmem):
     (copy,) = [r for r in records if r["kind"] == "memcpy"]
     (wait,) = [r for r in records if r["kind"] == "synchronize"]
     assert wait["name"] == "memcpyDtoH wait" and wait["waited_for_correlation_id"] == copy["correlation_id"]
-    assert wait["start_ns"] <= copy["end_ns"] <= wait["end_ns"]
+    assert copy["end_ns"] <= wait["end_ns"]  # (the copy may have ended before the host began to wait)
 
 
 def test_records_beyond_the_buffer_are_counted_as_dropped(run_python):

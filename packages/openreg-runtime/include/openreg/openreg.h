@@ -208,6 +208,26 @@ OPENREG_API orError_t orDeviceSynchronize(void);
  * device). Related: orDeviceSynchronize. */
 OPENREG_API orError_t orDeviceReset(void);
 
+/* Switches timing-only mode on (non-zero) or off for the whole process,
+ * after waiting for the work queued on every device (which runs in the mode
+ * it was queued in). In timing-only mode kernels are queued, ordered,
+ * traced and released but their functions are not called, copies and
+ * memsets move no bytes, and device memory is never touched (see Note
+ * [Timing-only mode] in src/stream.cpp): a program runs for its shapes,
+ * allocations, streams and events, to predict its time (openreg-perf).
+ * OPENREG_TIMING_ONLY=1 starts the runtime in it.
+ *   timingOnly  in
+ * Returns orSuccess, orErrorNotPermitted (called from a kernel).
+ * Related: orGetTimingOnly, orMemcpy (refuses a copy to host memory in
+ * this mode). */
+OPENREG_API orError_t orSetTimingOnly(int timingOnly);
+
+/* Writes 1 to *timingOnly in timing-only mode, else 0.
+ *   timingOnly  out
+ * Returns orSuccess, orErrorInvalidValue (timingOnly is NULL).
+ * Related: orSetTimingOnly. */
+OPENREG_API orError_t orGetTimingOnly(int* timingOnly);
+
 /* Writes the range of stream priorities. Lower numbers are higher priority,
  * as on CUDA: least is 0, greatest is -1. Priorities are recorded and
  * reported; every stream has its own worker, so none waits for another.
@@ -277,7 +297,8 @@ OPENREG_API orError_t orFreeHost(void* hostPtr);
  * Returns orSuccess, orErrorInvalidValue (null pointer, unknown kind, range
  * overruns its allocation), orErrorInvalidDevicePointer (freed memory),
  * orErrorInvalidMemcpyDirection (kind contradicts the pointers),
- * orErrorNotPermitted (called from a kernel of a device involved), or the
+ * orErrorNotPermitted (called from a kernel of a device involved, or a
+ * copy to host memory in timing-only mode: orSetTimingOnly), or the
  * sticky error of a device involved. Related: orMemcpyAsync. */
 OPENREG_API orError_t orMemcpy(void* dst, const void* src, size_t count,
                                orMemcpyKind kind);
