@@ -72,8 +72,9 @@ orError_t refuseWaitForRunningKernel(const char* call) {
 // switch, as compute-sanitizer's memcheck is for CUDA: with
 // OPENREG_CHECK_ALIASES=1 each translation returns an address in a mapping
 // of its own, which is made inaccessible when the kernel returns, and the
-// fault handler names the kernel. torch-openreg's tensors over the alias
-// are invalidated with their kernel either way.
+// fault handler names the kernel. (torch-openreg revokes the CPU tensors it
+// hands a Python kernel when the kernel ends; views a C++ kernel body keeps
+// are caught by this switch alone.)
 
 // LITERALINCLUDE START: OR_KERNEL_RUNNER
 void runKernel(Stream& stream, Op& op, bool onWorker) {

@@ -249,6 +249,17 @@ def _check_extensions():
     assert isinstance(openreg.extensions(), dict)
 
 
+def _check_timing_only():
+    # test_timing_only.py checks what the mode does; here, the switch.
+    assert openreg.is_timing_only() is False
+    openreg.set_timing_only(True)
+    try:
+        assert openreg.is_timing_only() is True
+    finally:
+        openreg.set_timing_only(False)
+    assert openreg.is_timing_only() is False
+
+
 def _check_meta_disagreements():
     # test_executor.py makes an operator disagree; here, the API's shape.
     found = openreg.meta_disagreements()
@@ -268,6 +279,7 @@ def _check_profiler_activity():
 CHECKS = {
     "ActivityRecord": _check_profiler_activity, "profiler_activity": _check_profiler_activity,
     "meta_disagreements": _check_meta_disagreements,
+    "set_timing_only": _check_timing_only, "is_timing_only": _check_timing_only,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,
     "StreamContext": _check_stream_context, "current_device": _check_current_device,
     "current_stream": _check_current_stream, "default_generators": _check_default_generators,

@@ -3,7 +3,7 @@
 // transport, a large allreduce works on the ranks' tensors where they lie:
 // each rank reduces one chunk and writes the result into every rank's
 // tensor, all ranks at once. Measured by tools/bench/distributed.py (64 MiB,
-// 2 ranks): see docs/modules/distributed.md. Off with OPENREG_FAST_PATHS=0,
+// 2 ranks): see docs/modules/distributed-transports.md. Off with OPENREG_FAST_PATHS=0,
 // which leaves the plain path only.
 #pragma once
 

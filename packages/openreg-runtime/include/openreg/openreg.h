@@ -432,8 +432,11 @@ OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
 OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* Reports whether the captured work has finished. An event never recorded
- * has finished.
- * Returns orSuccess, orErrorNotReady, orErrorInvalidResourceHandle. */
+ * has finished. A stream error of the captured work is not reported here
+ * (the work has ended, as far as a caller polling for completion, such as
+ * a caching allocator, is concerned); orEventSynchronize reports it.
+ * Returns orSuccess, orErrorNotReady, orErrorInvalidResourceHandle, or the
+ * sticky error of the event's device. */
 OPENREG_API orError_t orEventQuery(orEvent_t event);
 
 /* Blocks until the captured work has finished.

@@ -23,6 +23,7 @@
 #include "fast/FastPaths.h"
 #include "fast/OutVariant.h"
 #include "fast/ShapeCache.h"
+#include "runtime/Device.h"
 #include "runtime/Graph.h"
 
 // LITERALINCLUDE START: EXECUTOR_NOTE
@@ -169,6 +170,7 @@ void distrustMeta(OperatorInfo& info, const std::string& difference) {
 void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c10::DeviceIndex device,
              const Stack* meta) {
   const auto& schema = op.schema();
+  checkValuesComputed(info.name + " (its output shape depends on the data, or it returns no tensor)");
   TORCH_CHECK(!insideKernel(), "openreg: ", schema.operator_name(), " must wait on the host for its result (its output "
               "shape depends on the data, or the CPU kernel may refuse these arguments), and this call comes from "
               "inside a kernel, which cannot wait for its own stream; call it from the host");
@@ -268,8 +270,10 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   // A graph capture (Graph.cpp), or a kernel launching more work, cannot
   // wait for a first call: it is queued, and a refusal by the CPU kernel
   // becomes a kernel error when it runs.
-  bool async = meta != nullptr && (ranBefore || streamIsCapturing(*device) || insideKernel()) &&
-               !kernelMightRefuse(schema, args, operandDtypes);
+  // Timing-only mode runs no CPU kernel that could refuse (or check Meta).
+  bool noValues = timingOnly();
+  bool async = meta != nullptr && (ranBefore || noValues || streamIsCapturing(*device) || insideKernel()) &&
+               (noValues || !kernelMightRefuse(schema, args, operandDtypes));
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -14,6 +14,7 @@
 
 #include "aten/Executor.h"
 #include "aten/OperatorCall.h"
+#include "runtime/Device.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/env.h>
@@ -81,6 +82,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   FallbackMode current = mode.load();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
                               ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");
+  checkValuesComputed(name + ", which has no openreg kernel and would run on the CPU (the CPU fallback),");
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(countsMutex);

@@ -32,6 +32,20 @@ const DeviceCount& askedCount() noexcept {
 }
 }  // namespace
 
+bool timingOnly() {
+  int on = 0;
+  return orGetTimingOnly(&on) == orSuccess && on != 0;
+}
+
+// LITERALINCLUDE START: TIMING_ONLY_REFUSAL
+void checkValuesComputed(const std::string& what) {
+  TORCH_CHECK(!timingOnly(), "openreg: ", what, " needs values of device memory, and openreg runs in timing-only "
+              "mode (torch.openreg.set_timing_only(True), OPENREG_TIMING_ONLY=1, openreg_perf.simulate(..., "
+              "execute=False)), which computes none: the program's shapes, allocations and kernels are real, its "
+              "values are not. Leave it out of the region, or predict with execute=True");
+}
+// LITERALINCLUDE END: TIMING_ONLY_REFUSAL
+
 c10::DeviceIndex deviceCount() noexcept {
   // The device count must never throw (PyTorch's contract): a runtime that
   // cannot start reports 0, and checkDeviceIndex says why.

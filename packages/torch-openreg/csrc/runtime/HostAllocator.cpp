@@ -27,8 +27,9 @@ struct OpenRegHostAllocatorImpl final : at::CachingHostAllocatorImpl<c10::Stream
   }
   void free_block(at::HostBlock<c10::Stream>* block) override { OPENREG_CHECK(orFreeHost(block->ptr_)); }
   void record_stream(std::optional<std::vector<RecordedEvent>>& events, c10::Stream stream) override {
-    // Not thrown on a faulted device: the allocator records events while
-    // freeing, and a faulted device runs nothing more that could use the block.
+    // Not thrown on a destroyed stream, a faulted device or a failed stream:
+    // the allocator records events while freeing, and none of those runs
+    // anything more that could use the block.
     if (auto event = RecordedEvent::unlessFinished(nativeStream(stream))) events->push_back(std::move(*event));
   }
   bool query_event(RecordedEvent& event) override { return event.completed(); }

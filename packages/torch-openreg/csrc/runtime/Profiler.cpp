@@ -57,9 +57,9 @@ std::mutex lastSessionMutex;
 std::vector<orActivity> lastSession;  // lastSessionRecords()
 
 // How often a session moves the runtime's records into its own buffer: the
-// runtime keeps at most 2^20 waiting (orTraceGetDroppedCount counts the
-// rest), which a program launching a million operations a second would
-// fill in half a second.
+// runtime keeps OPENREG_TRACE_RECORDS waiting (2^20 by default;
+// orTraceGetDroppedCount counts the rest), which a program launching a
+// million operations a second would fill in half a second.
 constexpr auto kDrainInterval = std::chrono::milliseconds(20);
 
 // LITERALINCLUDE START: PROFILER_SESSION

@@ -54,9 +54,11 @@ inline bool isOpenRegTensor(const at::Tensor& t) { return t.defined() && t.devic
 // The c10::Stream of a native stream the caller created on device
 // (orStreamCreateWithPriority), as at::cuda::getStreamFromExternal is for
 // CUDA: made current (c10::StreamGuard), torch's work queues on it. The
-// caller keeps the stream alive while torch may use it (record_stream,
-// pending events) and destroys it afterwards. A package that needs a stream
-// no one else queues on (a collective library's comm stream) makes its own.
+// caller destroys it (orStreamDestroy, which waits for its work) when torch
+// no longer queues on it; tensors recorded on it (record_stream) may outlive
+// it: the caching allocator then has nothing to wait for. A package that
+// needs a stream no one else queues on (a collective library's comm stream)
+// makes its own.
 // Checked, raising c10::Error: device is an openreg device and the stream
 // is a live stream of it. Thread-safe. Since API 1.1.
 TORCH_OPENREG_API c10::Stream getStreamFromExternal(orStream_t stream, c10::DeviceIndex device);

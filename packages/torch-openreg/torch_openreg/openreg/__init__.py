@@ -60,13 +60,13 @@ __all__ = [
     "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_fallback_mode",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
-    "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
+    "is_initialized", "is_timing_only", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "memory_summary", "meta_disagreements", "profiler_activity",
     "reset_accumulated_memory_stats", "reset_fallback_counts",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
     "set_fallback_mode",
-    "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "set_rng_state", "set_timing_only", "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -274,6 +274,26 @@ def executor_counts() -> dict[str, tuple[int, int]]:
     synchronising) counts; synchronising calls are those whose output shape
     depends on the data or whose result is not a tensor."""
     return {name: tuple(pair) for name, pair in _C._executor_counts().items()}
+
+
+# LITERALINCLUDE START: SET_TIMING_ONLY
+def set_timing_only(enabled: bool) -> None:
+    """Switches timing-only mode on or off for the whole process (the runtime's Note [Timing-only
+    mode]): programs run for their shapes, allocations, streams and events, their kernels and copies
+    compute nothing, and device memory is never touched, so a device larger than this machine's
+    memory can be used (OPENREG_DEVICE_MEMORY). What needs a value (.item(), .cpu(), bool(t), an
+    operator whose output shape depends on the data) raises, naming the operator. Waits for the work
+    already queued first. OPENREG_TIMING_ONLY=1 starts the process in it; openreg_perf.simulate(...,
+    execute=False) uses it for its region."""
+    _lazy_init()
+    openreg_runtime.set_timing_only(bool(enabled))
+
+
+def is_timing_only() -> bool:
+    """Whether timing-only mode is on (set_timing_only)."""
+    _lazy_init()
+    return openreg_runtime.get_timing_only()
+# LITERALINCLUDE END: SET_TIMING_ONLY
 
 
 def meta_disagreements() -> dict[str, tuple[int, str]]:

@@ -17,6 +17,7 @@
 
 #include "aten/kernels/Launch.h"
 #include "aten/kernels/Minimal.h"
+#include "runtime/Device.h"
 #include "runtime/Event.h"
 #include "runtime/HostAllocator.h"
 #include "runtime/Stream.h"
@@ -129,6 +130,9 @@ at::Tensor resolvedOnDevice(const at::Tensor& src) {
 }  // namespace
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
+  if (isOpenRegTensor(self) && !isOpenRegTensor(dst)) {
+    checkValuesComputed("a copy from an openreg tensor to the CPU (.cpu(), .to(\"cpu\"), .numpy(), print)");
+  }
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
   TORCH_CHECK(!hasMathBits(dst), "openreg does not support copying into a conjugated or negated view");
@@ -158,6 +162,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 
 // .item(): like CUDA, this waits for the work that produces the value.
 at::Scalar localScalarDense(const at::Tensor& self) {
+  checkValuesComputed("aten::_local_scalar_dense (.item(), or bool(), int() or float() of a tensor)");
   // Same shape as self: .item() also accepts one-element tensors of any rank.
   at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
   copyFrom(self, host, /*nonBlocking=*/false);
