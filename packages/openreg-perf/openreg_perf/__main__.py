@@ -1,8 +1,8 @@
 """The command line of openreg-perf:
 
     python -m openreg_perf profiles                      list the device profiles
-    python -m openreg_perf run --profile h100-sxm [--ranks N] [--trace T.json] [--plot P.svg] script.py [args]
-                                                         run script.py on openreg, print its prediction
+    python -m openreg_perf run --profile h100-sxm [--ranks N] [--no-execute] [--trace T.json] [--plot P.svg]
+                               script.py [args]          run script.py on openreg, print its prediction
     python -m openreg_perf calibrate-host [--output P]   measure this machine as the `host` profile
 """
 
@@ -24,10 +24,12 @@ def _profiles(_args) -> None:
 # LITERALINCLUDE START: PERF_RUN_COMMAND
 def _run(args) -> None:
     """The whole script is the region: every kernel it runs on openreg is predicted."""
-    from openreg_perf import simulate
+    from openreg_perf import devices_for, simulate
 
+    if args.no_execute:
+        devices_for(args.profile)  # before the script imports torch
     sys.argv = [args.script, *args.script_args]
-    with simulate(args.profile, ranks=args.ranks) as run:
+    with simulate(args.profile, ranks=args.ranks, execute=not args.no_execute) as run:
         runpy.run_path(args.script, run_name="__main__")
     print(run.summary(top=args.top))
     if args.trace:
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     run = commands.add_parser("run", help="run a script on openreg and predict it on a profile")
     run.add_argument("--profile", required=True, help="a profile's name (see `profiles`) or a TOML file")
     run.add_argument("--ranks", type=int, default=None, help="predict collectives for this many ranks")
+    run.add_argument("--no-execute", action="store_true",
+                     help="timing-only: compute nothing, on devices of the profile's capacity (a model larger "
+                          "than this machine)")
     run.add_argument("--trace", help="write the predicted timeline as a Chrome/Perfetto trace")
     run.add_argument("--plot", help="write the report's picture (SVG)")
     run.add_argument("--top", type=int, default=10, help="kernels listed in the summary")

@@ -162,6 +162,15 @@ class _Args:
         return default if value in (None, "") else value
 
 
+def message_bytes(call: OpCall) -> int:
+    """The size of a collective's message as nccl-tests counts it, from the collective operator's
+    arguments: its largest tensor argument (a list of tensors counts as their sum): the buffer of an
+    all_reduce or broadcast, the gathered output of an all_gather, the input of a reduce_scatter."""
+    args = _Args(call)
+    sizes = [_bytes([args.tensor(i)]) if args.tensor(i) else _bytes(args.tensor_list(i)) for i in range(len(args))]
+    return max(sizes, default=0)
+
+
 def _bytes(tensors) -> int:
     return sum(tensor.nbytes for tensor in tensors if tensor is not None)
 
@@ -373,7 +382,7 @@ _UNARY = {"abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
           "tan", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "erf", "erfinv", "reciprocal", "floor",
           "ceil", "round", "trunc", "sign", "clamp", "clamp_min", "clamp_max", "hardtanh", "leaky_relu", "elu",
           "softplus", "logical_not", "bitwise_not", "isnan", "isinf", "nan_to_num", "square", "hardsigmoid",
-          "hardswish", "relu6", "threshold", "dropout", "native_dropout"}
+          "hardswish", "relu6", "threshold", "dropout", "native_dropout", "tril", "triu"}
 _BINARY = {"add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "atan2",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and",
            "bitwise_or", "bitwise_xor", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
@@ -652,6 +661,52 @@ def _to_copy(name: str, args: _Args) -> Cost:
     return _cost("copy", 0, source.nbytes, source.numel * element_size(dtype), source)
 
 
+def _copy_from(name: str, args: _Args) -> Cost:
+    """_copy_from(self, dst, non_blocking): copy_ as a backend implements it, source first."""
+    source, target = args.tensor(0), args.tensor(1)
+    return _cost("copy", 0, source.nbytes, target.nbytes, source)
+
+
+def _cat(name: str, args: _Args) -> Cost:
+    """cat(tensors, dim): read every tensor once, write them side by side."""
+    parts = args.tensor_list(0)
+    if not parts:
+        return _default(name, args)
+    return _cost("copy", 0, _bytes(parts), _bytes(parts), parts[0])
+
+
+def _arange(name: str, args: _Args) -> Cost:
+    """arange(end) / arange(start, end[, step]) ...: write one element per step; the dtype follows the
+    bounds (int64 unless one is a float)."""
+    numbers = [args.value(index) for index in range(len(args)) if args.dtypes[index] == "Scalar"]
+    bounds = [number for number in numbers[:3] if isinstance(number, int | float) and not isinstance(number, bool)]
+    if not bounds:
+        return _default(name, args)
+    start, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if
+                                                                   len(bounds) > 2 else 1)
+    count = max(0, math.ceil((end - start) / step)) if step else 0
+    dtype = "float" if any(isinstance(b, float) for b in bounds) else "long int"
+    written = Tensor((count,), dtype)
+    return _cost("elementwise", count, 0, written.nbytes, written)
+
+
+def _nll_loss(name: str, args: _Args) -> Cost:
+    """nll_loss_forward(self, target, weight, reduction, ignore_index): read one score per row and the
+    targets; write the loss (per row without reduction) and the total weight."""
+    scores, target = args.tensor(0), args.tensor(1)
+    rows = target.numel if target else 1
+    written = (rows if args.value(3) == 0 else 1) * element_size(scores.dtype) + element_size(scores.dtype)
+    return _cost("reduction", rows, rows * element_size(scores.dtype) + (target.nbytes if target else 0), written,
+                 scores)
+
+
+def _nll_loss_backward(name: str, args: _Args) -> Cost:
+    """nll_loss_backward(grad_output, self, target, ...): write a gradient of self's size (zeros, and one
+    element per row), read the targets."""
+    scores, target = args.tensor(1), args.tensor(2)
+    return _cost("elementwise", scores.numel, target.nbytes if target else 0, scores.nbytes, scores)
+
+
 def _clone(name: str, args: _Args) -> Cost:
     """clone, contiguous (self): read and write the tensor once."""
     source = args.tensor(0)
@@ -769,6 +824,11 @@ def _table() -> dict[str, Callable[[str, _Args], Cost]]:
     add(["copy"], _copy)
     add(["_to_copy", "to", "type_as"], _to_copy)
     add(["clone", "contiguous"], _clone)
+    add(["_copy_from", "_copy_from_and_resize"], _copy_from)
+    add(["cat"], _cat)
+    add(["arange"], _arange)
+    add(["nll_loss_forward", "nll_loss", "nll_loss2d_forward"], _nll_loss)
+    add(["nll_loss_backward", "nll_loss2d_backward"], _nll_loss_backward)
     add(["item", "_local_scalar_dense"], _scalar_read)
     add(["_fused_adam", "_fused_adamw"], _fused_adam)
     add(["_fused_sgd"], _fused_sgd)

@@ -57,7 +57,7 @@ class Chip:
 
 @dataclass(frozen=True)
 class Memory:
-    capacity_bytes: float
+    capacity_bytes: int
     bandwidth_bytes_per_s: float
 
 

@@ -76,12 +76,12 @@ class RegionReport:
     exposed_communication_s: float  # collectives' time with no compute running beside them
     flops: float
     model_flop_utilisation: float  # flops / (total time * the dominant precision's peak)
-    peak_memory_bytes: dict  # device -> bytes
+    memory: dict  # device -> memory.MemorySplit
     capacity_bytes: int
     unknown_operators: list  # operators priced by the default rule
 
 
-def region_report(timeline: Timeline, profile: Profile, peak_memory_bytes: dict[int, int]) -> RegionReport:
+def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionReport:
     work = [item for item in timeline.items if item.category != "sync"]
     spans = lambda items: [(item.start_s, item.end_s) for item in items]  # noqa: E731
     compute = [item for item in work if item.category in ("compute", "memset")]
@@ -96,7 +96,7 @@ def region_report(timeline: Timeline, profile: Profile, peak_memory_bytes: dict[
     total = timeline.total_s
     utilisation = flops / (total * profile.peak_of(_dominant_precision(work))) if total > 0 else 0.0
     return RegionReport(total, roofline, busy, _union_seconds(spans(compute)), communication, exposed, flops,
-                        utilisation, dict(peak_memory_bytes), profile.memory.capacity_bytes, unknown)
+                        utilisation, dict(memory), profile.memory.capacity_bytes, unknown)
 
 
 def _dominant_precision(work: list[Predicted]) -> str:
@@ -134,9 +134,14 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{_time(report.communication_s - report.exposed_communication_s)}")
     lines.append(f"  work               {_si(report.flops, 'FLOP')}, model FLOP utilisation "
                  f"{100 * report.model_flop_utilisation:.1f}%")
-    for device, peak in report.peak_memory_bytes.items():
-        lines.append(f"  peak memory {device}      {_si(peak, 'B')} of {_si(report.capacity_bytes, 'B')} "
-                     f"({100 * peak / report.capacity_bytes:.1f}%)")
+    for device, split in report.memory.items():
+        lines.append(f"  peak memory {device}      {_si(split.peak_allocated, 'B')} of {_si(report.capacity_bytes, 'B')} "
+                     f"({100 * split.peak_allocated / report.capacity_bytes:.1f}%), reserved "
+                     f"{_si(split.peak_reserved, 'B')}")
+        lines.append(f"    at its busiest   parameters {_si(split.parameters, 'B')}, gradients "
+                     f"{_si(split.gradients, 'B')}, optimizer state {_si(split.optimizer_state, 'B')}, "
+                     f"activations and other {_si(split.activations, 'B')}, between samples "
+                     f"{_si(split.between_samples, 'B')}")
     if report.unknown_operators:
         lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
     lines.append(f"  {'kernel':<32} {'count':>6} {'time':>12} {'share':>6}  bound    achieved")

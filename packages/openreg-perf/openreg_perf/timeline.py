@@ -13,6 +13,8 @@ as a wait: the host resumes when the predicted work it waited for ends, not when
 All host threads are replayed as one, in the order they queued (autograd's device thread queues the
 backward while the thread that called backward() waits for it). So a program bound by its host is
 predicted as fast as its host ran here, and one bound by the device as fast as the profile allows.
+With host="launches" every gap is the launch overhead alone: the device's view of a host that does
+nothing but launch, which depends on the kernels only (and is the same run after run).
 
 Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
 """
@@ -23,7 +25,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
-from .costs import Cost, cost_of
+from .costs import Cost, cost_of, message_bytes
 from .model import collective_seconds, copy_seconds, kernel_seconds
 from .profile import Profile
 
@@ -74,14 +76,20 @@ class Timeline:
         return max(ends, default=0.0)
 
 
-def replay(trace: Trace, profile: Profile, ranks: int = 1) -> Timeline:
-    """The predicted timeline of trace on profile; collectives as if the group had `ranks` ranks."""
-    return _Replay(trace, profile, ranks).run()
+HOST_MODELS = ("measured", "launches")
+
+
+def replay(trace: Trace, profile: Profile, ranks: int = 1, host: str = "measured") -> Timeline:
+    """The predicted timeline of trace on profile; collectives as if the group had `ranks` ranks; the
+    host's time between launches as measured, or its launches alone (Note [How the host is replayed])."""
+    if host not in HOST_MODELS:
+        raise ValueError(f"host={host!r}: one of {', '.join(HOST_MODELS)}")
+    return _Replay(trace, profile, ranks, host).run()
 
 
 class _Replay:
-    def __init__(self, trace: Trace, profile: Profile, ranks: int):
-        self.trace, self.profile, self.ranks = trace, profile, ranks
+    def __init__(self, trace: Trace, profile: Profile, ranks: int, host: str):
+        self.trace, self.profile, self.ranks, self.host = trace, profile, ranks, host
         self.timeline = Timeline()
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.ended: dict[int, float] = {}  # correlation -> predicted end
@@ -110,6 +118,8 @@ class _Replay:
 
     def _host_seconds(self, begin_ns: int, end_ns: int) -> float:
         """The host's own time between two of its events, without the recording's cost."""
+        if self.host == "launches":
+            return 0.0  # raised to the launch overhead by the caller
         starts = self.trace.operator_starts_ns
         recorded = bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns)
         return max(0.0, (end_ns - begin_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
@@ -131,7 +141,7 @@ class _Replay:
         if work.kind == "memcpy":
             return Predicted(work, start, self._copy_seconds(work, cost), "copy", "memory", 0.0, cost)
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
-            nbytes = cost.bytes_read if cost is not None else 0.0
+            nbytes = message_bytes(work.op) if work.op is not None else 0.0
             seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
             return Predicted(work, start, max(seconds, self.profile.chip.launch_overhead_s), "collective",
                              "latency", 0.0, cost)

@@ -451,3 +451,20 @@ def test_every_event_of_a_profiled_training_step_is_priced():
     assert any(result.flops == 2 * 64 * 128 * 32 for result in costs["aten::mm"])
     assert {"aten::addmm", "aten::gelu", "aten::native_layer_norm", "aten::_fused_adamw_"} <= set(costs)
     assert all(result.known for result in costs["aten::_fused_adamw_"])
+
+
+def test_the_operators_a_llama_step_runs_besides_the_matrix_products():
+    # As the profiler records them on openreg for a transformers Llama (timing-only run of 7B).
+    copy = cost("aten::_copy_from", [[4, 8], [4, 8], []], [F32, "c10::BFloat16", "Scalar"], [None, None, False])
+    check(copy, 0, 4 * 8 * 4, 4 * 8 * 2, "copy")
+    cat = cost("aten::cat", [[[2, 3], [2, 5]], []], ["TensorList", "Scalar"], [None, -1])
+    check(cat, 0, 2 * 8 * 4, 2 * 8 * 4, "copy")
+    arange = cost("aten::arange", [[], [], [], [], [], []], ["Scalar", "Scalar", "", "", "", ""], [0, 512])
+    check(arange, 512, 0, 512 * 8, "elementwise")
+    loss = cost("aten::nll_loss_forward", [[6, 10], [6], [], [], []], [F32, "long int", "", "Scalar", "Scalar"],
+                [None, None, None, 1, -100])
+    check(loss, 6, 6 * 4 + 6 * 8, 4 + 4, "reduction")
+    backward = cost("aten::nll_loss_backward", [[], [6, 10], [6], [], [], [], []],
+                    [F32, F32, "long int", "", "Scalar", "Scalar", F32], [None, None, None, None, 1, -100, None])
+    check(backward, 60, 6 * 8, 60 * 4, "elementwise")
+    assert cost("aten::tril", [[4, 4], []], [F32, "Scalar"], [None, 0]).bytes == 2 * 16 * 4

@@ -142,3 +142,196 @@ def test_a_collective_of_two_ranks_is_predicted_as_one():
         (collective,) = [k for k in result["kernels"] if k[1] == "collective"]
         assert collective[0] == "allreduce" and collective[2] > 0
         assert result["communication"] == pytest.approx(collective[2])
+
+
+# ----------------------------------------------------------------------------------- memory
+
+
+def adam_step(model: nn.Module, x: torch.Tensor):
+    optimizer = torch.optim.Adam(model.parameters(), foreach=False)
+
+    def step():
+        model(x).sum().backward()
+        optimizer.step()
+
+    return step
+
+
+def parameter_bytes(*shapes) -> int:
+    return 4 * sum(torch.Size(shape).numel() for shape in shapes)
+
+
+def test_an_mlp_step_with_adam_splits_its_memory_as_counted_by_hand():
+    # Every tensor a multiple of 512 bytes, the allocator's rounding: counts are exact.
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 128)).to("openreg")
+    step = adam_step(model, torch.randn(64, 256, device="openreg"))
+    weights = parameter_bytes((512, 256), (512,), (128, 512), (128,))
+    with openreg_perf.simulate("h100-sxm") as run:
+        step()
+    split = run.memory[0]
+    # The busiest moment is the end of the step: weights, their gradients, and Adam's exp_avg and
+    # exp_avg_sq (its step counters live on the CPU), beside the input.
+    assert split.parameters == weights and split.gradients == weights and split.optimizer_state == 2 * weights
+    assert split.activations >= 64 * 256 * 4  # the input, at least
+    assert split.peak_allocated >= split.sampled == weights * 4 + split.activations
+    assert "optimizer state" in run.summary()
+
+
+def test_a_transformer_layer_with_adam_splits_its_memory_as_counted_by_hand():
+    d, heads, hidden = 64, 4, 128
+    layer = nn.TransformerEncoderLayer(d, heads, hidden, dropout=0.0, batch_first=True).to("openreg")
+    step = adam_step(layer, torch.randn(1, 4, d, device="openreg"))  # few activations: Adam's state peaks
+    weights = parameter_bytes((3 * d, d), (3 * d,),  # attention's input projection
+                              (d, d), (d,),  # its output projection
+                              (hidden, d), (hidden,), (d, hidden), (d,),  # the feed-forward block
+                              (d,), (d,), (d,), (d,))  # two layer norms
+    with openreg_perf.simulate("h100-sxm") as run:
+        step()
+    split = run.memory[0]
+    assert split.parameters == weights and split.optimizer_state == 2 * weights
+    assert split.gradients == weights
+
+
+# ----------------------------------------------------------------- a data-parallel step at N ranks
+
+DDP_RANK = """
+import json, sys, tempfile, torch, torch.distributed as dist, torch.nn as nn, openreg_perf
+from torch.nn.parallel import DistributedDataParallel
+rank = int(sys.argv[1])
+torch.openreg.set_device(rank)
+dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+torch.manual_seed(0)
+layers = [nn.Linear(512, 512) for _ in range(6)]
+model = DistributedDataParallel(nn.Sequential(*layers).to("openreg"), bucket_cap_mb=1)
+x = torch.randn(32, 512, device="openreg")
+
+def step():
+    model(x).sum().backward()
+    torch.openreg.synchronize()
+
+for _ in range(2):  # DDP builds its buckets again after its first step
+    step()
+with openreg_perf.simulate("h100-sxm", host="launches") as run:
+    step()
+data = model._get_ddp_logging_data()
+slow = sys.argv[3]
+result = {"bucket_bytes": sorted(int(n) for n in data["rebuilt_bucket_sizes"].split(", ")),
+          "collectives": sorted(openreg_perf.costs.message_bytes(k.work.op) for k in run.timeline.items
+                                if k.category == "collective"),
+          "per_ranks": {n: [k.seconds for k in run.predicted_again(ranks=n).timeline.items
+                            if k.category == "collective"] for n in (2, 4, 8, 16, 64)},
+          "exposed": {name: run.predicted_again(profile=name, ranks=16).report.exposed_communication_s
+                      for name in ("h100-sxm", slow)},
+          "compute": {n: run.predicted_again(ranks=n).report.compute_s for n in (2, 64)}}
+if rank == 0:
+    print(json.dumps(result))
+dist.destroy_process_group()
+"""
+
+
+def test_a_ddp_step_predicted_at_n_ranks_from_a_run_of_two(tmp_path):
+    import tempfile
+
+    import openreg_perf.model as model
+
+    # The H100 profile with a network ten times slower between nodes (8 GPUs each).
+    slow = tmp_path / "slow-network.toml"
+    text = Path(openreg_perf.load_profile("h100-sxm").path).read_text()
+    slow.write_text(text.replace('name = "h100-sxm"', 'name = "h100-slow-network"')
+                    .replace("network_bytes_per_s = 50e9", "network_bytes_per_s = 5e9"))
+    store = tempfile.mktemp(prefix="openreg-perf-ddp-")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    ranks = [subprocess.Popen([sys.executable, "-c", DDP_RANK, str(rank), store, str(slow)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for rank in range(2)]
+    try:
+        outputs = [rank.communicate(timeout=180) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+        if os.path.exists(store):
+            os.unlink(store)
+    for process, (_, err) in zip(ranks, outputs, strict=True):
+        assert process.returncode == 0, err
+    result = json.loads(outputs[0][0].strip().splitlines()[-1])
+    # The prediction at 2 ranks has the structure the simulator ran: one all_reduce per DDP bucket.
+    assert len(result["bucket_bytes"]) >= 2 and result["collectives"] == result["bucket_bytes"]
+    # Each all_reduce takes the alpha-beta time of its rank count; compute per rank stays.
+    h100 = openreg_perf.load_profile("h100-sxm")
+    for n, seconds in result["per_ranks"].items():
+        expected = sorted(max(model.collective_seconds("all_reduce", b, int(n), h100), h100.chip.launch_overhead_s)
+                          for b in result["bucket_bytes"])
+        assert sorted(seconds) == pytest.approx(expected)
+    assert sum(result["per_ranks"]["16"]) > sum(result["per_ranks"]["8"])  # crossing nodes costs more
+    assert result["compute"]["2"] == pytest.approx(result["compute"]["64"])
+    # Across nodes, a slower network leaves more communication exposed.
+    assert result["exposed"]["h100-sxm"] < \
+        result["exposed"][str(slow)]
+
+
+# ---------------------------------------------------------------------------- without executing
+
+TIMING_ONLY_7B = """
+import json, resource, openreg_perf
+openreg_perf.devices_for("h100-sxm")  # 80 GiB devices, before torch starts the runtime
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                     num_key_value_heads=32, vocab_size=32000)  # Llama 2 7B
+torch.openreg.set_timing_only(True)  # the model is built on the device, never computed
+with torch.device("openreg"):
+    model = LlamaForCausalLM._from_config(config, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 512, dtype=torch.long)
+with openreg_perf.simulate("h100-sxm", execute=False) as run:
+    model(input_ids=ids, labels=ids).loss.backward()
+try:
+    model(input_ids=ids).logits.sum().item()
+except RuntimeError as error:
+    refusal = str(error)
+with open("/proc/meminfo") as meminfo:
+    machine = int(meminfo.readline().split()[1]) * 1024
+print(json.dumps({"parameters": sum(p.numel() for p in model.parameters()), "peak": run.peak_memory_bytes[0],
+                  "split": [run.memory[0].parameters, run.memory[0].gradients], "time": run.total_time_s,
+                  "machine": machine, "host_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "refusal": refusal}))
+"""
+
+
+def test_a_7b_model_larger_than_this_machine_runs_forward_and_backward_without_executing():
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "OPENREG_DEVICE_MEMORY")}
+    result = subprocess.run([sys.executable, "-c", TIMING_ONLY_7B], capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert 6.7e9 < found["parameters"] < 6.8e9
+    bf16 = 2 * found["parameters"]
+    assert found["split"] == [bf16, bf16]  # weights and their gradients, at the busiest moment
+    assert found["peak"] > found["machine"]  # the step needs more memory than this machine has
+    assert found["host_peak"] < 3 * 2**30  # of which the host holds none
+    assert found["time"] > 0
+    assert "aten::_local_scalar_dense" in found["refusal"] and "timing-only mode" in found["refusal"]
+
+
+def test_without_executing_the_same_kernels_take_the_same_predicted_time(tmp_path):
+    # The H100's figures on devices of this process's capacity (timing-only needs them equal).
+    profile = tmp_path / "h100-this-capacity.toml"
+    capacity = torch.openreg.mem_get_info()[1]
+    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
+        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+    step = mlp_step()
+    runs = {}
+    for execute in (True, False):
+        with openreg_perf.simulate(profile, execute=execute, host="launches") as run:
+            step()
+        runs[execute] = run
+    executed, skipped = runs[True], runs[False]
+    key = lambda k: (k.name, k.op, k.shapes, k.dtypes, k.stream)  # noqa: E731
+    assert [key(k) for k in executed.kernels] == [key(k) for k in skipped.kernels]
+    assert skipped.total_time_s == pytest.approx(executed.total_time_s)
+    assert not torch.openreg.is_timing_only()  # simulate() switched it back
+
+
+def test_predicting_without_executing_needs_devices_of_the_profiles_capacity():
+    with pytest.raises(RuntimeError, match=r"needs openreg devices of its capacity.*devices_for\('h100-sxm'\)"):
+        with openreg_perf.simulate("h100-sxm", execute=False):
+            pass
