@@ -135,8 +135,9 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
     lines.append(f"  work               {_si(report.flops, 'FLOP')}, model FLOP utilisation "
                  f"{100 * report.model_flop_utilisation:.1f}%")
     for device, split in report.memory.items():
-        lines.append(f"  peak memory {device}      {_si(split.peak_allocated, 'B')} of {_si(report.capacity_bytes, 'B')} "
-                     f"({100 * split.peak_allocated / report.capacity_bytes:.1f}%), reserved "
+        lines.append(f"  peak memory {device}      {_si(split.peak_allocated, 'B')} of "
+                     f"{_si(report.capacity_bytes, 'B')} ({100 * split.peak_allocated / report.capacity_bytes:.1f}%), "
+                     f"reserved "
                      f"{_si(split.peak_reserved, 'B')}")
         lines.append(f"    at its busiest   parameters {_si(split.parameters, 'B')}, gradients "
                      f"{_si(split.gradients, 'B')}, optimizer state {_si(split.optimizer_state, 'B')}, "
