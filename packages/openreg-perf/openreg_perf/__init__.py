@@ -38,14 +38,15 @@ class Run:
         self.trace = self.timeline = self.report = None
 
     def _finish(self, trace, memory: dict) -> None:
-        from . import report, timeline
+        from . import capture, report, timeline
 
         self.trace = trace
-        self.timeline = timeline.replay(trace, self.profile, self.ranks, self.host)
-        self.kernels = report.kernel_records(self.timeline)
-        self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
-        self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
-        self.report = report.region_report(self.timeline, self.profile, self.memory)
+        with capture.without_cycle_collection():
+            self.timeline = timeline.replay(trace, self.profile, self.ranks, self.host)
+            self.kernels = report.kernel_records(self.timeline)
+            self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
+            self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
+            self.report = report.region_report(self.timeline, self.profile, self.memory)
         self.total_time_s = self.report.total_s
 
     def predicted_again(self, profile: str | Path | Profile | None = None, ranks: int | None = None,

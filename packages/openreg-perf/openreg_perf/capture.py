@@ -10,6 +10,7 @@ arguments, with record_shapes=True) and the runtime's activity records of the sa
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,10 +81,25 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
         yield trace
         end = openreg_runtime.trace_get_timestamp()  # the profiler's own waits at exit come after this
     trace.region_ns = (start, end)
-    events = prof.profiler.kineto_results.events()
-    operators = _operators(events)
-    trace.operator_starts_ns = sorted(event.start_ns() - wall_minus_runtime for event in operators.values())
-    _fill(trace, torch.openreg.profiler_activity(), operators)
+    with without_cycle_collection():
+        events = prof.profiler.kineto_results.events()
+        operators = _operators(events)
+        trace.operator_starts_ns = sorted(event.start_ns() - wall_minus_runtime for event in operators.values())
+        _fill(trace, torch.openreg.profiler_activity(), operators)
+
+
+@contextmanager
+def without_cycle_collection() -> Iterator[None]:
+    """Turns Python's cyclic garbage collector off meanwhile: reading a trace makes many small objects,
+    none of them cyclic, and each collection they set off would walk the program's whole heap (it cost
+    ten times more than the reading itself)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _recording():

@@ -98,6 +98,14 @@ void bindModule(py::module_ m) {
   m.def("_default_stream", [](int device) { return defaultStream(static_cast<c10::DeviceIndex>(device)).id(); });
   m.def("_exchange_stream", [](int64_t id, int device) { return exchangeStream(streamOf(id, device)).id(); });
   m.def("_memory_stats", [](int device) { return memoryStats(static_cast<c10::DeviceIndex>(device)); });
+  // memory_allocated() and friends without building the whole dictionary: tools sample them often.
+  m.def("_memory_bytes", [](int device) {
+    checkDeviceIndex(device);
+    auto stats = deviceAllocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    const auto& allocated = stats.allocated_bytes[0];
+    const auto& reserved = stats.reserved_bytes[0];
+    return py::make_tuple(allocated.current, allocated.peak, reserved.current, reserved.peak);
+  });
   m.def("_reset_peak_memory_stats", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     deviceAllocator()->resetPeakStats(static_cast<c10::DeviceIndex>(device));

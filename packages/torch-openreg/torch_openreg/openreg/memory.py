@@ -18,23 +18,23 @@ def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
 
 
 def memory_allocated(device: Any = None) -> int:
-    """Bytes currently held by tensors on ``device``."""
-    return memory_stats(device)["allocated_bytes.all.current"]
+    """Bytes currently held by tensors on ``device`` (memory_stats' allocated_bytes.all.current)."""
+    return _C._memory_bytes(_index(device))[0]
 
 
 def max_memory_allocated(device: Any = None) -> int:
     """Peak of memory_allocated since start or the last reset_peak_memory_stats."""
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return _C._memory_bytes(_index(device))[1]
 
 
 def memory_reserved(device: Any = None) -> int:
     """Bytes the allocator holds from the device, in use or cached."""
-    return memory_stats(device)["reserved_bytes.all.current"]
+    return _C._memory_bytes(_index(device))[2]
 
 
 def max_memory_reserved(device: Any = None) -> int:
     """Peak of memory_reserved since start or the last reset_peak_memory_stats."""
-    return memory_stats(device)["reserved_bytes.all.peak"]
+    return _C._memory_bytes(_index(device))[3]
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
