@@ -189,12 +189,11 @@ def test_calibration_targets_are_met(calibration, perf_bench, name):
     assert summary.roofline_mape >= perf_bench.TARGET_RATIO * summary.model_mape
 
 
-@pytest.mark.xfail(strict=True, reason="held out one device at a time, NCCL latencies of one generation do not "
-                                       "predict another's (A100 nccl-tests vs H200 NCCL 2.27): see fit.py")
-def test_calibration_target_of_collectives(calibration, perf_bench):
-    summary = calibration.classes["collectives"]
-    assert summary.model_mape <= perf_bench.TARGET_MAPE
-    assert summary.roofline_mape >= perf_bench.TARGET_RATIO * summary.model_mape
+def test_collectives_held_out_keep_the_error_they_have(calibration):
+    # The 15 % target is not met for collectives held out one device at a time (30 % when this was
+    # written): the NCCL latencies of one generation and harness (A100, nccl-tests -g 8) do not predict
+    # another's (H200, NCCL 2.27 under torch.distributed), see fit.py. This keeps it from getting worse.
+    assert calibration.classes["collectives"].model_mape <= 0.32
 
 
 def test_collectives_are_still_better_than_the_roofline(calibration):
