@@ -96,6 +96,24 @@ def test_a_file_is_run_again_with_other_settings(tmp_path):
     assert "mode None" in html and "mode two" in html
 
 
+def test_a_picture_the_snippet_writes_is_shown(tmp_path):
+    page = snippet(":file: draw.py", ":image: dot.svg",
+                   "from pathlib import Path",
+                   "Path('dot.svg').write_text('<svg xmlns=\"http://www.w3.org/2000/svg\"><title>a dot</title>'",
+                   "                           '<circle r=\"4\"/></svg>')",
+                   "print('drawn')")
+    run, html = build_site(tmp_path, page)
+    assert run.returncode == 0, run.stderr
+    assert "drawn" in html and "a dot" in html
+    assert '<circle r="4"/>' in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_a_missing_picture_fails_the_build(tmp_path):
+    run, _ = build_site(tmp_path, snippet(":file: draw.py", ":image: none.svg", "print('nothing drawn')"))
+    assert run.returncode != 0
+    assert "wrote no none.svg" in run.stderr
+
+
 def test_unquoted_marker_fails_the_build(tmp_path):
     repo = make_repo(tmp_path / "repo", {"src/lib.cpp": "// LITERALINCLUDE START: LONELY\nint x;\n"
                                                         "// LITERALINCLUDE END: LONELY\n"})

@@ -12,6 +12,7 @@ scrubbed from the output. It is not a test runner: keep snippets short.
     :args: -X faulthandler              (optional: interpreter options)
     :returncode: 1                      (optional: the exit status expected; default 0)
     :hide-code:                         (optional: show only command and output)
+    :image: plot.svg                    (optional: an SVG picture the snippet writes, shown after the output)
     import torch
     ...
     ```
@@ -67,8 +68,10 @@ def snippet_environment(settings: list[str]) -> dict:
     return env
 
 
-def run_snippet(code: str, file: str | None, settings: list[str], args: list[str]) -> tuple[int | None, str, float]:
-    """Exit status (None on timeout), scrubbed output and seconds taken of one run."""
+def run_snippet(code: str, file: str | None, settings: list[str], args: list[str],
+                image: str | None = None) -> tuple[int | None, str, float, str | None]:
+    """Exit status (None on timeout), scrubbed output, seconds taken of one run, and the text of the
+    SVG picture named `image` that it wrote (None if it wrote none)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="openreg-run-") as workdir:
         if file:
@@ -82,8 +85,10 @@ def run_snippet(code: str, file: str | None, settings: list[str], args: list[str
                                       timeout=TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired as expired:
             output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
-            return None, scrub(output, workdir), time.monotonic() - started
-        return finished.returncode, scrub(finished.stdout, workdir), time.monotonic() - started
+            return None, scrub(output, workdir), time.monotonic() - started, None
+        picture = Path(workdir, image) if image else None
+        svg = picture.read_text() if picture and picture.is_file() else None
+        return finished.returncode, scrub(finished.stdout, workdir), time.monotonic() - started, svg
 
 
 class snippet_output(nodes.General, nodes.Element):
@@ -92,15 +97,15 @@ class snippet_output(nodes.General, nodes.Element):
 
 
 # Snippets start while pages are read and run side by side; the pages wait for
-# their output only when written. Keys are (code, file, settings, args, page, line).
+# their output only when written. Keys are (code, file, settings, args, image, page, line).
 RUNNER = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
 RUNS: dict[tuple, Future] = {}
 
 
 def start_run(key: tuple) -> Future:
     if key not in RUNS:
-        code, file, settings, args = key[:4]
-        RUNS[key] = RUNNER.submit(run_snippet, code, file, list(settings), list(args))
+        code, file, settings, args, image = key[:5]
+        RUNS[key] = RUNNER.submit(run_snippet, code, file, list(settings), list(args), image)
     return RUNS[key]
 
 
@@ -112,6 +117,7 @@ class OpenRegRun(SphinxDirective):
         "args": directives.unchanged_required,
         "returncode": int,
         "hide-code": directives.flag,
+        "image": directives.unchanged_required,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -137,7 +143,10 @@ class OpenRegRun(SphinxDirective):
         if file:
             shown.append(self.code_block(" ".join([*settings, "python", *args, file]), "sh"))
         source, line = self.get_source_info()
-        placeholder = snippet_output(key=(code, file, settings, args, source, line),
+        image = self.options.get("image")
+        if image and not image.endswith(".svg"):
+            raise self.error("openreg-run: :image: names an SVG file the snippet writes")
+        placeholder = snippet_output(key=(code, file, settings, args, image, source, line),
                                      returncode=self.options.get("returncode", 0))
         self.set_source_info(placeholder)
         start_run(placeholder["key"])
@@ -153,8 +162,8 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """Replaces each placeholder with the output of its run, waiting for it."""
     for placeholder in list(doctree.findall(snippet_output)):
         key, expected = placeholder["key"], placeholder["returncode"]
-        returncode, output, seconds = start_run(key).result()
-        logger.verbose("openreg-run %s:%s took %.1f s", key[4], key[5], seconds)  # shown with -v
+        returncode, output, seconds, svg = start_run(key).result()
+        logger.verbose("openreg-run %s:%s took %.1f s", key[5], key[6], seconds)  # shown with -v
         if returncode != expected:
             status = "timed out" if returncode is None else f"exited with status {returncode}"
             logger.warning("openreg-run: the snippet %s, expected %d; its output:\n%s", status, expected,
@@ -162,7 +171,13 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         text = output.rstrip("\n") or "(no output)"
         block = nodes.literal_block(text, text, language="text")
         block.source, block.line = placeholder.source, placeholder.line
-        placeholder.replace_self(block)
+        shown = [block]
+        if key[4]:
+            if svg is None:
+                logger.warning("openreg-run: the snippet wrote no %s for :image:", key[4], location=placeholder)
+            else:  # inline, so the page needs no file beside it
+                shown.append(nodes.raw("", f'<div class="openreg-run-image">{svg}</div>', format="html"))
+        placeholder.replace_self(shown)
 
 
 def setup(app: Sphinx) -> dict:

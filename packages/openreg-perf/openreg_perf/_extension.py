@@ -1,6 +1,6 @@
 """The entry point torch_openreg calls when it loads its layers (group torch_openreg.extensions,
-name "perf"). openreg-perf registers nothing with the dispatcher: it reads what the profiler and the
-runtime record. So this only checks, cheaply, that the public hooks it builds on are there (an older
+name "perf"). openreg-perf registers nothing with the dispatcher: it reads what torch.openreg.record_activity()
+records. So this only checks, cheaply, that the public hooks it builds on are there (an older
 torch-openreg lacks them), and is reported by torch.openreg.extensions(). Imports nothing heavy.
 """
 
@@ -12,7 +12,7 @@ def register() -> None:
     import torch
 
     missing = [name for name, found in (
-        ("torch.openreg.profiler_activity", hasattr(torch.openreg, "profiler_activity")),
+        ("torch.openreg.record_activity", hasattr(torch.openreg, "record_activity")),
         ("openreg_runtime.trace_get_dropped_count", hasattr(openreg_runtime, "trace_get_dropped_count")),
     ) if not found]
     if missing:

@@ -1,10 +1,11 @@
-"""What a program did on openreg, as the profiler saw it: every piece of device work with the operator
-that queued it, and every time the host waited. The input of the replay (timeline.py).
+"""What a program did on openreg: every piece of device work with the operator that queued it, and
+every time the host waited. The input of the replay (timeline.py).
 
-It reads two public sources: torch.profiler's operator records (names, shapes, dtypes, scalar
-arguments, with record_shapes=True) and the runtime's activity records of the same session
-(torch.openreg.profiler_activity(): launches, device work, event records, waits). Not here: costs
-(costs.py), times (model.py), or any prediction.
+It reads one public source, torch.openreg.record_activity(): the runtime's activity records (launches,
+device work, event records, waits) and the operator calls that queued the work (names, shapes, dtypes,
+scalar arguments, as torch.profiler's record_shapes describes them). It costs the program about a
+microsecond per operator, where a torch.profiler session with record_shapes costs tens once its
+results are read. Not here: costs (costs.py), times (model.py), or any prediction.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 
 import openreg_runtime
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from .costs import OpCall
 
@@ -37,7 +37,7 @@ class Work:
     stream: int
     queued_ns: int  # when the host queued it (the runtime's clock)
     measured_ns: tuple[int, int]  # when it ran on the simulator
-    op: OpCall | None = None  # the operator that queued it, if the profiler recorded one
+    op: OpCall | None = None  # the operator that queued it, if one was recorded (equal calls: one OpCall)
     waits_for: int = 0  # stream_wait: the correlation id of the event record it waits for
 
 
@@ -75,17 +75,14 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
     trace = Trace(recording_cost_per_operator_s=recording_cost_per_operator())
     for device in devices if devices is not None else range(torch.openreg.device_count()):
         torch.openreg.synchronize(device)
-    with _recording() as prof:
+    with torch.openreg.record_activity() as recording:
         start = openreg_runtime.trace_get_timestamp()
-        wall_minus_runtime = time.time_ns() - start  # the profiler's operators carry wall-clock times
         yield trace
-        end = openreg_runtime.trace_get_timestamp()  # the profiler's own waits at exit come after this
+        end = openreg_runtime.trace_get_timestamp()  # the recording's own wait at exit comes after this
     trace.region_ns = (start, end)
+    trace.operator_starts_ns = recording.operator_starts_ns
     with without_cycle_collection():
-        events = prof.profiler.kineto_results.events()
-        operators = _operators(events)
-        trace.operator_starts_ns = sorted(event.start_ns() - wall_minus_runtime for event in operators.values())
-        _fill(trace, torch.openreg.profiler_activity(), operators)
+        _fill(trace, recording.activity, recording.operators)
 
 
 @contextmanager
@@ -102,15 +99,11 @@ def without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _recording():
-    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True)
-
-
 @functools.cache
 def recording_cost_per_operator(calls: int = 2000) -> float:
-    """What recording one operator costs the host, measured once per process: calls one-element
-    additions on the CPU (no device work to wait for), best of three with and without recording."""
-    x = torch.zeros(1)
+    """What recording one operator costs the host, measured once per process: one-element additions on
+    openreg, best of three with and without recording."""
+    x = torch.zeros(1, device="openreg")
 
     def best_seconds() -> float:
         timings = []
@@ -122,36 +115,32 @@ def recording_cost_per_operator(calls: int = 2000) -> float:
         return min(timings)
 
     plain = best_seconds()
-    with _recording():
+    with torch.openreg.record_activity():
         recorded = best_seconds()
     return max(0.0, (recorded - plain) / calls)
 
 
-def _operators(events) -> dict[int, object]:
-    """The profiler's operator records by correlation id (the launch records' external id)."""
-    return {event.correlation_id(): event for event in events if event.device_type() == torch.autograd.DeviceType.CPU}
-
-
-def op_call(event) -> OpCall:
-    """The operator call a profiler record describes (TensorList arguments as lists of shapes)."""
-    return OpCall(event.name(), event.structured_input_shapes(), event.dtypes(), event.concrete_inputs())
-
-
-def _fill(trace: Trace, records, operators: dict[int, object]) -> None:
+def _fill(trace: Trace, records, operators: dict) -> None:
     start, end = trace.region_ns
     launches = {r.correlation_id: r for r in records if r.kind == "launch" and start <= r.start_ns <= end}
-    calls: dict[int, OpCall] = {}  # one OpCall per operator record, however many kernels it queued
+    calls: dict[int, OpCall] = {}  # one OpCall per distinct operator record (record_activity shares them)
     for r in records:
         if r.kind in DEVICE_KINDS and r.correlation_id in launches:
             launch = launches[r.correlation_id]
-            event = operators.get(launch.external_correlation_id)
-            if event is not None and launch.external_correlation_id not in calls:
-                calls[launch.external_correlation_id] = op_call(event)
+            op = _op_call(operators.get(launch.external_correlation_id), calls)
             trace.work.append(Work(r.correlation_id, r.kind, r.name, r.device, r.stream, launch.start_ns,
-                                   (r.start_ns, r.end_ns), calls.get(launch.external_correlation_id),
-                                   r.waited_for_correlation_id))
+                                   (r.start_ns, r.end_ns), op, r.waited_for_correlation_id))
         elif r.kind == "synchronize" and start <= r.start_ns <= end:
             trace.waits.append(HostWait(r.name, r.device, r.stream, (r.start_ns, r.end_ns),
                                         r.waited_for_correlation_id))
     trace.work.sort(key=lambda w: w.correlation)
     trace.waits.sort(key=lambda w: w.measured_ns[0])
+
+
+def _op_call(record, calls: dict[int, OpCall]) -> OpCall | None:
+    if record is None:
+        return None
+    call = calls.get(id(record))
+    if call is None:
+        call = calls[id(record)] = OpCall(record.name, record.shapes, record.dtypes, record.concrete_inputs)
+    return call

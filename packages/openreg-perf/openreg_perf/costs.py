@@ -1,6 +1,7 @@
 """The cost of one ATen operator call: FLOPs, bytes read and written, and the kind of kernel it is.
 
-Input is what torch.profiler records with record_shapes=True (name, shapes, dtypes, concrete inputs);
+Input is an operator call as torch.profiler records it with record_shapes=True, which is how
+torch.openreg.record_activity() describes it too (name, shapes, dtypes, concrete inputs);
 output sizes are not recorded, so each rule derives them from the operator's semantics. Not timing
 (model.py turns a Cost into seconds) and not capture (which calls to price is the caller's choice).
 

@@ -94,6 +94,7 @@ class _Replay:
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
+        self.predicted: dict[tuple, tuple] = {}  # _predict's cache
 
     def run(self) -> Timeline:
         # LITERALINCLUDE START: PERF_REPLAY
@@ -137,27 +138,34 @@ class _Replay:
     def _predict(self, work: Work, start: float) -> Predicted:
         if work.kind in ("event_record", "stream_wait"):
             return Predicted(work, start, 0.0, "sync")
+        pinned = work.correlation not in self.waited_by_host
+        # A loop repeats its calls, which capture.py shares: one prediction per distinct call.
+        key = (id(work.op), work.kind, work.name, pinned)
+        known = self.predicted.get(key)
+        if known is None:
+            known = self.predicted[key] = self._duration(work, pinned)
+        return Predicted(work, start, *known)
+
+    def _duration(self, work: Work, pinned: bool) -> tuple:
+        """(seconds, category, bound, achieved fraction, cost): a Predicted's fields but where it starts."""
         cost = cost_of(work.op) if work.op is not None else None
         if work.kind == "memcpy":
-            return Predicted(work, start, self._copy_seconds(work, cost), "copy", "memory", 0.0, cost)
+            return self._copy_seconds(work, cost, pinned), "copy", "memory", 0.0, cost
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
             nbytes = message_bytes(work.op) if work.op is not None else 0.0
             seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
-            return Predicted(work, start, max(seconds, self.profile.chip.launch_overhead_s), "collective",
-                             "latency", 0.0, cost)
+            return max(seconds, self.profile.chip.launch_overhead_s), "collective", "latency", 0.0, cost
         category = "memset" if work.kind == "memset" else "compute"
         if cost is None:  # work no recorded operator queued: a launch's worth of time
-            return Predicted(work, start, self.profile.chip.launch_overhead_s, category)
+            return self.profile.chip.launch_overhead_s, category, "latency", 0.0, None
         prediction = kernel_seconds(cost, None, self.profile)
         seconds = max(prediction.seconds, self.profile.chip.launch_overhead_s)
-        return Predicted(work, start, seconds, category, prediction.bound, prediction.achieved_fraction_of_peak,
-                         cost)
+        return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost
 
-    def _copy_seconds(self, work: Work, cost: Cost | None) -> float:
+    def _copy_seconds(self, work: Work, cost: Cost | None, pinned: bool) -> float:
         kind = COPY_KINDS.get(work.name, "d2d")
         nbytes = cost.bytes_read if cost is not None else 0.0
         # A copy the host waited for has a pageable side (or was synchronous): the slower rate.
-        pinned = work.correlation not in self.waited_by_host
         return copy_seconds(nbytes, kind, pinned, self.profile)
 
     def _completion(self, wait: HostWait) -> float:

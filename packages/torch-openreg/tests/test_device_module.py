@@ -276,8 +276,20 @@ def _check_profiler_activity():
     assert {"launch", "kernel"} <= {r.kind for r in records}
 
 
+def _check_record_activity():
+    # test_record_activity.py checks the records' meaning; here, the API's shape.
+    with openreg.record_activity() as recording:
+        torch.ones(2, device="openreg").add_(1)
+    assert isinstance(recording, openreg.ActivityRecording)
+    assert all(isinstance(r, openreg.ActivityRecord) for r in recording.activity)
+    assert all(isinstance(call, openreg.OperatorRecord) for call in recording.operators.values())
+    assert "aten::add_" in {call.name for call in recording.operators.values()}
+
+
 CHECKS = {
     "ActivityRecord": _check_profiler_activity, "profiler_activity": _check_profiler_activity,
+    "record_activity": _check_record_activity, "ActivityRecording": _check_record_activity,
+    "OperatorRecord": _check_record_activity,
     "meta_disagreements": _check_meta_disagreements,
     "set_timing_only": _check_timing_only, "is_timing_only": _check_timing_only,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,

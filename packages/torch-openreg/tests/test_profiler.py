@@ -296,7 +296,7 @@ def kept(count):
 
 warnings.simplefilter("error")
 print("drained while running:", kept(40_000), flush=True)
-_C._testing.pause_profiler_draining(True)
+_C._testing.pause_draining(True)
 print("draining held back:", kept(40_000), flush=True)
 """
 

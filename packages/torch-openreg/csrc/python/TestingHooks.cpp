@@ -8,7 +8,7 @@
 #include "fast/KernelThreads.h"
 #include "fast/ResultsInPlace.h"
 #include "fast/ScratchAllocator.h"
-#include "runtime/Profiler.h"
+#include "runtime/ActivityDrain.h"
 
 namespace py = pybind11;
 
@@ -36,7 +36,7 @@ void bindTestingHooks(py::module_ m) {
   m.def("compute_into_for_testing", [](std::vector<at::Tensor> outputs, std::vector<int64_t> order) {
     computeIntoForTesting(outputs, std::move(order));
   });
-  m.def("pause_profiler_draining", [](bool paused) { pauseProfilerDrainingForTesting(paused); });
+  m.def("pause_draining", [](bool paused) { pauseDrainingForTesting(paused); });
   // Without the GIL: the wait may be for a kernel that needs it (a test's gate).
   m.def("kernel_threads_for_testing", [](const at::Tensor& operand, bool synchronize) {
     return kernelThreadsForTesting(operand, synchronize);

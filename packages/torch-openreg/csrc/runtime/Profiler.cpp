@@ -16,18 +16,16 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/ActivityDrain.h"
 #include "runtime/Profiler.h"
 
 namespace torch_openreg {
@@ -51,16 +49,8 @@ int64_t wallClockOffsetNs() {
 // The record_function ranges (user correlation ids) open on this thread.
 thread_local std::vector<uint64_t> openUserRanges;
 
-std::atomic<bool> drainingPaused{false};  // pauseProfilerDrainingForTesting
-
 std::mutex lastSessionMutex;
 std::vector<orActivity> lastSession;  // lastSessionRecords()
-
-// How often a session moves the runtime's records into its own buffer: the
-// runtime keeps OPENREG_TRACE_RECORDS waiting (2^20 by default;
-// orTraceGetDroppedCount counts the rest), which a program launching a
-// million operations a second would fill in half a second.
-constexpr auto kDrainInterval = std::chrono::milliseconds(20);
 
 // LITERALINCLUDE START: PROFILER_SESSION
 // Note [How runtime activity becomes Kineto activity]
@@ -77,24 +67,25 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
  public:
   explicit OpenRegProfilerSession(const std::set<ActivityType>& requested) : requested_(requested) {}
 
-  ~OpenRegProfilerSession() override { stopDraining(); }
-
   void start() override {
-    discardOlderRecords();
     offsetNs_ = wallClockOffsetNs();
-    orTraceEnable(1);
-    startDraining();
+    std::string busy = drain_.start();
+    if (!busy.empty()) {  // Note [One consumer of the runtime's records]
+      std::string message = "openreg profiler: no openreg device activity in this profile: " + busy;
+      errors_.push_back(message);
+      TORCH_WARN(message);
+    }
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
-  // Waits for every device first (PyTorch synchronises only the current
-  // one), so that every record of the profiled work is there to drain.
+  // The drain waits for every device first (PyTorch synchronises only the
+  // current one), so that every record of the profiled work is there.
   void stop() override {
-    waitForEveryDevice();
-    orTraceEnable(0);
-    stopDraining();
-    drainRecords();
-    reportDroppedRecords();
+    records_ = drain_.stop();
+    if (!drain_.droppedMessage().empty()) errors_.push_back(drain_.droppedMessage());
+    for (const orActivity& record : records_) {
+      if (record.kind != orActivityKindLaunch) streamsSeen_.insert({record.device, record.stream});
+    }
     {
       std::lock_guard<std::mutex> lock(lastSessionMutex);
       lastSession = records_;
@@ -162,73 +153,6 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   std::vector<std::string> errors() override { return errors_; }
 
  private:
-  static void waitForEveryDevice() {
-    int current = 0, count = 0;
-    orGetDevice(&current);
-    orGetDeviceCount(&count);
-    for (int device = 0; device < count; ++device) {
-      // A failure (a sticky kernel error, a capture under way) is left for
-      // the program's next synchronising call to report; the trace then
-      // holds what had finished.
-      if (orSetDevice(device) != orSuccess || orDeviceSynchronize() != orSuccess) orGetLastError();
-    }
-    orSetDevice(current);
-  }
-
-  // A long profile drains while it runs, so that the runtime's buffer never
-  // fills (Note [How runtime activity becomes Kineto activity]).
-  void startDraining() {
-    if (drainer_.joinable()) return;  // started already
-    stopping_ = false;
-    drainer_ = std::thread([this] {
-      std::unique_lock<std::mutex> lock(drainMutex_);
-      while (!drainStop_.wait_for(lock, kDrainInterval, [this] { return stopping_; })) {
-        if (!drainingPaused.load()) drainRecords();
-      }
-    });
-  }
-
-  void stopDraining() {
-    {
-      std::lock_guard<std::mutex> lock(drainMutex_);
-      stopping_ = true;
-    }
-    drainStop_.notify_one();
-    if (drainer_.joinable()) drainer_.join();
-  }
-
-  // As Kineto reports the records CUPTI dropped: the trace is incomplete.
-  void reportDroppedRecords() {
-    uint64_t dropped = 0;
-    if (orTraceGetDroppedCount(&dropped) != orSuccess || dropped == 0) return;
-    std::string message = "openreg profiler: the runtime dropped " + std::to_string(dropped) +
-                          " device activity records (its buffer was full); the trace and key_averages() "
-                          "miss that device work";
-    errors_.push_back(message);
-    TORCH_WARN(message);
-  }
-
-  static void discardOlderRecords() {
-    orActivity scratch[256];
-    size_t count = 0;
-    do {
-      orTraceDrain(scratch, 256, &count);
-    } while (count == 256);
-  }
-
-  // The drainer thread while recording, then stop(): never both at once.
-  void drainRecords() {
-    orActivity batch[256];
-    size_t count = 0;
-    do {
-      orTraceDrain(batch, 256, &count);
-      records_.insert(records_.end(), batch, batch + count);
-      for (size_t i = 0; i < count; ++i) {
-        if (batch[i].kind != orActivityKindLaunch) streamsSeen_.insert({batch[i].device, batch[i].stream});
-      }
-    } while (count == 256);
-  }
-
   // Event records and stream waits take Kineto's synchronisation type, as
   // CUPTI's "Stream Wait Event" records do on CUDA; so do the host's waits.
   static ActivityType typeOf(orActivityKind kind) {
@@ -317,10 +241,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
 
   const std::set<ActivityType> requested_;
   int64_t offsetNs_ = 0;
-  std::thread drainer_;
-  std::mutex drainMutex_;
-  std::condition_variable drainStop_;
-  bool stopping_ = false;
+  ActivityDrain drain_{"openreg profiler", "the trace and key_averages()"};
   std::vector<orActivity> records_;
   std::set<std::pair<int, uint64_t>> streamsSeen_;  // (device, stream)
   std::mutex mutex_;  // userRangesOfOperator_ is filled by every profiled thread
@@ -356,8 +277,6 @@ REGISTER_PRIVATEUSE1_PROFILER(OpenRegActivityProfiler);
 // LITERALINCLUDE END: PROFILER_REGISTRATION
 
 }  // namespace
-
-void pauseProfilerDrainingForTesting(bool paused) { drainingPaused.store(paused); }
 
 std::vector<orActivity> lastSessionRecords() {
   std::lock_guard<std::mutex> lock(lastSessionMutex);

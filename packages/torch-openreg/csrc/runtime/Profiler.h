@@ -15,8 +15,4 @@ namespace torch_openreg {
 // torch.openreg.profiler_activity().
 std::vector<orActivity> lastSessionRecords();
 
-// Tests only: stops profiling sessions from draining the runtime's records
-// while they run, so that a test can fill the runtime's buffer.
-void pauseProfilerDrainingForTesting(bool paused);
-
 }  // namespace torch_openreg

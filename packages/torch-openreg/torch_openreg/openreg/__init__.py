@@ -29,7 +29,13 @@ from torch_openreg.openreg.memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from torch_openreg.openreg.profiler import ActivityRecord, profiler_activity
+from torch_openreg.openreg.profiler import (
+    ActivityRecord,
+    ActivityRecording,
+    OperatorRecord,
+    profiler_activity,
+    record_activity,
+)
 from torch_openreg.openreg.random import (
     default_generators,
     get_rng_state,
@@ -54,7 +60,8 @@ from torch_openreg.openreg.streams import (
 from torch_openreg.openreg.utils import _device_index
 
 __all__ = [
-    "ActivityRecord", "Event", "OutOfMemoryError", "Stream", "StreamContext", "current_device", "current_stream",
+    "ActivityRecord", "ActivityRecording", "Event", "OperatorRecord", "OutOfMemoryError", "Stream", "StreamContext",
+    "current_device", "current_stream",
     "default_generators", "default_stream", "device", "device_count", "device_of",
     "device_executor_enabled", "empty_cache", "executor_counts", "extensions", "fallback_counts",
     "get_amp_supported_dtype",
@@ -63,7 +70,7 @@ __all__ = [
     "is_initialized", "is_timing_only", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "memory_summary", "meta_disagreements", "profiler_activity",
-    "reset_accumulated_memory_stats", "reset_fallback_counts",
+    "record_activity",    "reset_accumulated_memory_stats", "reset_fallback_counts",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
     "set_fallback_mode",
     "set_rng_state", "set_timing_only", "set_rng_state_all", "set_stream", "stream", "synchronize",

@@ -1,12 +1,17 @@
-"""What torch.profiler saw on openreg devices, record by record, for tools
-that rebuild the device's timeline (openreg-perf replays it on a model of
-another accelerator). Not here: the Kineto integration itself
+"""The openreg runtime's activity, record by record, for tools that rebuild
+the device's timeline (openreg-perf replays it on a model of another
+accelerator): what the last torch.profiler session saw (profiler_activity),
+or a region recorded with the operators that queued its work and nothing
+else (record_activity). Not here: the Kineto integration itself
 (csrc/runtime/Profiler.cpp), which turns the same records into the trace.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch_openreg._C as _C
@@ -42,10 +47,74 @@ def profiler_activity() -> list[ActivityRecord]:
     openreg activity (ProfilerActivity.PrivateUse1), oldest first: every
     launch, kernel, copy, memset, event record, stream wait and host
     synchronisation of the profiled region. Empty before any such session."""
-    data, size = _C._profiler_activity()
+    return _activity_records(*_C._profiler_activity())
+
+
+def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
     if size != _RECORD.size:
         raise RuntimeError(f"torch-openreg's orActivity is {size} bytes but this module reads {_RECORD.size}: "
                            "torch-openreg and openreg-runtime do not match; reinstall them together")
     return [ActivityRecord(_KINDS[kind], name.split(b"\0", 1)[0].decode(errors="replace"), *rest)
             for kind, name, *rest in _RECORD.iter_unpack(data)]
 # LITERALINCLUDE END: ACTIVITY_RECORD
+
+
+# LITERALINCLUDE START: RECORD_ACTIVITY
+class OperatorRecord(NamedTuple):
+    """An operator call that queued openreg work, with its arguments as
+    torch.profiler's ``record_shapes=True`` describes them: ``shapes`` (a
+    tensor's sizes, a list of sizes for a tensor list, ``[]`` otherwise),
+    ``dtypes`` (``"float"``, ``"c10::Half"``, ..., ``"TensorList"``,
+    ``"Scalar"``, ``"ScalarList"``, or ``""``) and ``concrete_inputs`` (the
+    value of a scalar or a list of scalars, ``None`` otherwise)."""
+
+    name: str
+    shapes: list
+    dtypes: list[str]
+    concrete_inputs: list
+
+
+@dataclass
+class ActivityRecording:
+    """What record_activity() recorded, filled in when its block ends.
+    ``activity``: the runtime's records, as profiler_activity() gives them.
+    ``operators``: the calls that queued work, by the id that the launch
+    records carry as ``external_correlation_id``. ``operator_starts_ns``:
+    when every recorded call began (runtime clock), sorted."""
+
+    activity: list[ActivityRecord] = field(default_factory=list)
+    operators: dict[int, OperatorRecord] = field(default_factory=dict)
+    operator_starts_ns: list[int] = field(default_factory=list)
+
+
+@contextmanager
+def record_activity() -> Iterator[ActivityRecording]:
+    """Records the openreg activity of the block and the operators that
+    queued it (every call that takes an openreg tensor or device), without a
+    profiler session: costs the program about a microsecond per operator
+    where torch.profiler with record_shapes costs tens. Waits for every
+    device at the end. One recording or profiler session collects the
+    runtime's records at a time: it raises if another one is running."""
+    recording = ActivityRecording()
+    _C._start_activity_recording()
+    try:
+        yield recording
+    finally:
+        data, size, (ids, calls), starts = _C._stop_activity_recording()
+        recording.activity = _activity_records(data, size)
+        recording.operators = _operator_records(ids, calls)
+        recording.operator_starts_ns = sorted(starts)
+
+
+def _operator_records(ids: list[int], calls: list[tuple]) -> dict[int, OperatorRecord]:
+    """Equal calls come as one tuple (a loop repeats its calls), and share one
+    OperatorRecord: a tool can cache what it computes per call by id()."""
+    made: dict[int, OperatorRecord] = {}
+    operators = {}
+    for id_, call in zip(ids, calls, strict=True):
+        record = made.get(id(call))
+        if record is None:
+            record = made[id(call)] = OperatorRecord(*call)
+        operators[id_] = record
+    return operators
+# LITERALINCLUDE END: RECORD_ACTIVITY

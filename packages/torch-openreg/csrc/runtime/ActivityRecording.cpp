@@ -1,0 +1,148 @@
+// ActivityRecording.cpp - see ActivityRecording.h.
+#include "runtime/ActivityRecording.h"
+
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+
+#include "runtime/ActivityDrain.h"
+
+namespace torch_openreg {
+namespace {
+
+// Note [How a recording names the operator of each launch]
+// A global RecordFunction callback sees every operator call with its
+// arguments. For a call that takes an openreg tensor (alone or in a list)
+// or an openreg device, it notes the arguments' shapes, dtypes and scalar
+// values, and pushes the call's id as the runtime's external correlation id
+// (orTracePushExternalCorrelationId) until the call returns: each Launch
+// record names the innermost such call, as a profiler's operator would be.
+// Calls that touch no openreg device cost only the callback's test, and
+// nothing keeps a tensor alive: a record holds sizes, not tensors.
+struct Recording {
+  std::mutex mutex;  // everything below: every thread's operators
+  bool active = false;
+  at::CallbackHandle callback = at::INVALID_CALLBACK_HANDLE;
+  std::unique_ptr<ActivityDrain> drain;
+  uint64_t nextId = 1;
+  std::vector<OperatorRecord> operators;
+};
+
+Recording& recording() {
+  static auto* instance = new Recording();  // never destroyed: callbacks may outlive exit
+  return *instance;
+}
+
+bool isOpenReg(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    return tensor.defined() && tensor.device().is_privateuseone();
+  }
+  if (value.isDevice()) return value.toDevice().is_privateuseone();
+  if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      if (isOpenReg(element)) return true;
+    }
+  }
+  return false;
+}
+
+RecordedArgument describe(const c10::IValue& value) {
+  RecordedArgument argument;
+  if (value.isTensor() && value.toTensor().defined()) {
+    argument.kind = RecordedArgument::kTensor;
+    argument.sizes.push_back(value.toTensor().sizes().vec());
+    argument.dtype = value.toTensor().scalar_type();
+  } else if (value.isTensorList()) {
+    argument.kind = RecordedArgument::kTensorList;
+    for (const at::Tensor& tensor : value.toTensorList().vec()) argument.sizes.push_back(tensor.sizes().vec());
+  } else if (value.isScalar()) {
+    argument.kind = RecordedArgument::kScalar;
+    argument.value = value;
+  } else if (value.isIntList() || value.isDoubleList() || value.isBoolList()) {
+    argument.kind = RecordedArgument::kScalarList;
+    argument.value = value;
+  }
+  return argument;
+}
+
+// Marks a call whose id was pushed, so that its end pops it.
+struct PushedId final : at::ObserverContext {};
+
+std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& call) {
+  c10::ArrayRef<const c10::IValue> inputs = call.inputs();
+  bool touchesOpenReg = false;
+  for (const c10::IValue& input : inputs) touchesOpenReg = touchesOpenReg || isOpenReg(input);
+  if (!touchesOpenReg) return nullptr;
+  OperatorRecord record;
+  record.name = call.name();
+  orTraceGetTimestamp(&record.startNs);
+  record.arguments.reserve(inputs.size());
+  for (const c10::IValue& input : inputs) record.arguments.push_back(describe(input));
+  Recording& state = recording();
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (!state.active) return nullptr;
+    id = record.id = state.nextId++;
+    state.operators.push_back(std::move(record));
+  }
+  orTracePushExternalCorrelationId(id);
+  return std::make_unique<PushedId>();
+}
+
+void onOperatorEnd(const at::RecordFunction& /*call*/, at::ObserverContext* pushed) {
+  if (pushed != nullptr) orTracePopExternalCorrelationId(nullptr);
+}
+
+}  // namespace
+
+void startActivityRecording() {
+  Recording& state = recording();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  TORCH_CHECK(!state.active, "torch.openreg.record_activity(): a recording is already running; they do not nest");
+  auto drain = std::make_unique<ActivityDrain>("torch.openreg.record_activity()", "its records");
+  std::string busy = drain->start();
+  TORCH_CHECK(busy.empty(), "torch.openreg.record_activity() cannot start: ", busy);
+  state.drain = std::move(drain);
+  state.nextId = 1;
+  state.operators.clear();
+  state.active = true;
+  state.callback = at::addGlobalCallback(at::RecordFunctionCallback(onOperatorStart, onOperatorEnd)
+                                             .needsInputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+}
+
+ActivityRecordingResult stopActivityRecording() {
+  Recording& state = recording();
+  std::unique_ptr<ActivityDrain> drain;
+  std::vector<OperatorRecord> operators;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    TORCH_CHECK(state.active, "torch.openreg.record_activity(): no recording is running");
+    at::removeCallback(state.callback);
+    state.active = false;
+    drain = std::move(state.drain);
+    operators = std::move(state.operators);
+  }
+  ActivityRecordingResult result;
+  result.activity = drain->stop();
+  std::unordered_set<uint64_t> launched;
+  for (const orActivity& record : result.activity) {
+    if (record.kind == orActivityKindLaunch && record.externalCorrelationId != 0) {
+      launched.insert(record.externalCorrelationId);
+    }
+  }
+  result.operatorStartsNs.reserve(operators.size());
+  for (OperatorRecord& record : operators) {
+    result.operatorStartsNs.push_back(record.startNs);
+    if (launched.count(record.id) != 0) result.operators.push_back(std::move(record));
+  }
+  return result;
+}
+
+}  // namespace torch_openreg

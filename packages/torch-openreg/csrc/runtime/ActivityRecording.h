@@ -1,0 +1,53 @@
+// ActivityRecording.h - the runtime's activity records of a region together
+// with the operators that queued the work, for tools that model the device
+// (openreg-perf), without a profiler session: torch.openreg.record_activity().
+// Not here: the Kineto profiler (Profiler.cpp), which makes a trace of the
+// same records.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+#include <openreg/openreg.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_openreg {
+
+// One argument of a recorded operator call, as torch.profiler's
+// record_shapes describes it (structured_input_shapes(), dtypes(),
+// concrete_inputs()): a tensor's sizes and dtype, a tensor list's sizes, or
+// the value of a scalar or a list of scalars; anything else (None, a string,
+// a device, an undefined tensor) is kOther.
+struct RecordedArgument {
+  enum Kind { kTensor, kTensorList, kScalar, kScalarList, kOther };
+  Kind kind = kOther;
+  std::vector<std::vector<int64_t>> sizes;  // kTensor: one entry; kTensorList: one per tensor
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // kTensor
+  c10::IValue value;  // kScalar, kScalarList
+};
+
+struct OperatorRecord {
+  uint64_t id = 0;  // the external correlation id of the launch records of the work it queued
+  std::string name;  // "aten::addmm", "c10d::allreduce_", ...
+  uint64_t startNs = 0;  // orTraceGetTimestamp clock
+  std::vector<RecordedArgument> arguments;
+};
+
+struct ActivityRecordingResult {
+  std::vector<orActivity> activity;  // oldest first
+  std::vector<OperatorRecord> operators;  // those that queued device work, by id
+  std::vector<uint64_t> operatorStartsNs;  // every operator recorded, in order
+};
+
+// Starts recording: the runtime's activity records (an ActivityDrain), and
+// every operator that takes an openreg tensor or device. Throws if a
+// recording or a profiler session already collects the runtime's records.
+void startActivityRecording();
+
+// Waits for every device, stops recording and returns what it recorded.
+// Throws if no recording was started.
+ActivityRecordingResult stopActivityRecording();
+
+}  // namespace torch_openreg

@@ -1,0 +1,165 @@
+"""torch.openreg.record_activity(): the runtime's records of a region with the
+operator calls that queued its work, described as torch.profiler's
+record_shapes describes them, without a profiler session."""
+
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.profiler import ProfilerActivity, profile
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+def launches(recording):
+    return [r for r in recording.activity if r.kind == "launch"]
+
+
+def calls_of(recording):
+    """Each launch's operator call, in launch order."""
+    return [recording.operators[r.external_correlation_id] for r in launches(recording)]
+
+
+def run_calls():
+    x = torch.ones(2, 3, device="openreg", dtype=torch.half)
+    y = torch.ones(3, device="openreg")
+    x.sum(dim=[0], keepdim=True)
+    y.add(y, alpha=2)
+    torch.cat([y, y])
+    torch._foreach_add_([y, y], [y, y])
+    y.clamp(min=0.5)
+    torch.full((2,), 1.5, device="openreg")
+    torch.nn.functional.gelu(y, approximate="tanh")
+
+
+def test_each_launch_names_its_call_as_the_profiler_describes_it():
+    run_calls()  # once before, so that both regions make the same calls
+    torch.openreg.synchronize()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        run_calls()
+    profiled = {(e.name(), repr(e.structured_input_shapes()), repr(e.dtypes()), repr(e.concrete_inputs()))
+                for e in prof.profiler.kineto_results.events()}
+    with torch.openreg.record_activity() as recording:
+        run_calls()
+    calls = calls_of(recording)
+    assert {call.name for call in calls} >= {"aten::sum", "aten::add", "aten::cat", "aten::add_", "aten::clamp",
+                                            "aten::fill_", "aten::gelu"}
+    for call in calls:
+        assert (call.name, repr(call.shapes), repr(call.dtypes), repr(call.concrete_inputs)) in profiled, call
+    add = next(call for call in calls if call.name == "aten::add")
+    assert add.shapes == [[3], [3], []] and add.dtypes == ["float", "float", "Scalar"]
+    assert add.concrete_inputs == [None, None, 2]
+    cat = next(call for call in calls if call.name == "aten::cat")
+    assert cat.shapes[0] == [[3], [3]] and cat.dtypes[0] == "TensorList"
+
+
+def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        model(x).sum().backward()  # the backward runs on autograd's thread
+        optimizer.step()
+    by_correlation = {r.correlation_id: r for r in recording.activity if r.kind != "launch"}
+    assert len(launches(recording)) > 10
+    for launch in launches(recording):
+        assert launch.external_correlation_id in recording.operators, launch
+        device_record = by_correlation[launch.correlation_id]
+        assert launch.start_ns <= device_record.start_ns <= device_record.end_ns
+    names = {call.name for call in calls_of(recording)}
+    assert {"aten::addmm", "aten::mm", "aten::threshold_backward"} <= names
+    starts = recording.operator_starts_ns
+    assert starts == sorted(starts) and len(starts) >= len(recording.operators)
+
+
+def test_equal_calls_share_one_record_and_cpu_calls_are_not_recorded():
+    x, cpu = torch.ones(4, device="openreg"), torch.ones(4)
+    with torch.openreg.record_activity() as recording:
+        for _ in range(3):
+            x.clamp_(min=1.0)
+            cpu.clamp_(min=2.0)
+        x.clamp_(min=3.0)
+    calls = calls_of(recording)
+    assert [call.concrete_inputs[1] for call in calls] == [1.0, 1.0, 1.0, 3.0]
+    assert calls[0] is calls[1] is calls[2] and calls[3] is not calls[0]
+    with torch.openreg.record_activity() as cpu_only:
+        cpu.clamp_(min=2.0)
+    assert cpu_only.operators == {} and cpu_only.operator_starts_ns == []
+
+
+def test_a_recording_keeps_no_tensor_alive():
+    torch.openreg.synchronize()
+    before = torch.openreg.memory_allocated()
+    with torch.openreg.record_activity() as recording:
+        big = torch.empty(1 << 20, device="openreg")
+        big.fill_(1.0)
+        del big
+    assert recording.operators
+    assert torch.openreg.memory_allocated() == before
+
+
+def test_one_consumer_of_the_records_at_a_time(capfd):
+    x = torch.ones(2, device="openreg")
+    with torch.openreg.record_activity():
+        with pytest.raises(RuntimeError, match="already running; they do not nest"):
+            with torch.openreg.record_activity():
+                pass
+        with profile(activities=ACTIVITIES) as prof:  # Kineto starts it: its warning goes to the standard error
+            x.add_(1)
+    assert "no openreg device activity in this profile: torch.openreg.record_activity() is collecting" in \
+        capfd.readouterr().err
+    assert not [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    with profile(activities=ACTIVITIES):
+        with pytest.raises(RuntimeError, match="openreg profiler is collecting .* stop it first"):
+            with torch.openreg.record_activity():
+                pass
+        x.add_(1)
+    assert any(r.kind == "kernel" for r in torch.openreg.profiler_activity())
+    with torch.openreg.record_activity() as recording:  # free again
+        x.add_(1)
+    assert [call.name for call in calls_of(recording)] == ["aten::add_"]
+    assert x.cpu().tolist() == [4.0, 4.0]
+
+
+def test_calls_from_other_threads_are_recorded():
+    x = torch.ones(3, device="openreg")
+
+    def work():
+        torch.openreg.set_device(0)
+        x.neg()
+
+    with torch.openreg.record_activity() as recording:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert [call.name for call in calls_of(recording)] == ["aten::neg"]
+
+
+RECORD_ADDS = """
+import torch
+from torch_openreg import _C
+
+def kept(count):
+    x = torch.zeros(1, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        for _ in range(count):
+            x.add_(1)
+    assert x.item() == count
+    return sum(1 for r in recording.activity if r.kind == "kernel")
+
+print("drained while running:", kept(40_000), flush=True)
+_C._testing.pause_draining(True)
+print("draining held back:", kept(40_000), flush=True)
+"""
+
+
+def test_a_long_recording_keeps_every_kernel_and_dropped_records_are_reported(python):
+    # As a profiler session does (test_profiler.py): it drains while the
+    # program runs, and says when the runtime's buffer overflowed.
+    result = python.run(RECORD_ADDS, env={"OPENREG_TRACE_RECORDS": str(1 << 16)})
+    lines = result.stdout.splitlines()
+    assert lines[0] == "drained while running: 40000"
+    assert int(lines[1].split(": ")[1]) < 40_000
+    assert result.stderr.count("torch.openreg.record_activity(): the runtime dropped") == 1, result.stderr
+    assert "its records miss that device work" in result.stderr
