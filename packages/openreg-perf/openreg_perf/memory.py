@@ -53,6 +53,11 @@ def _bytes_by_device(tensors) -> dict[int, int]:
     return total
 
 
+def _state_bytes(optimizers: list) -> dict[int, int]:
+    return _bytes_by_device(value for optimizer in optimizers for per_parameter in optimizer.state.values()
+                            for value in per_parameter.values() if isinstance(value, torch.Tensor))
+
+
 @dataclass
 class MemoryWatch:
     """Samples every openreg device's allocated memory at module and optimizer boundaries."""
@@ -95,6 +100,12 @@ class MemoryWatch:
                 self._parameters[id(parameter)] = parameter
         if optimizer is not None and not any(seen is optimizer for seen in self._optimizers):
             self._optimizers.append(optimizer)
+            # Its state existed before this first step of the region (only steps make it), so the
+            # samples before, which could not tell it from the rest, held it too.
+            earlier = _state_bytes([optimizer])
+            for device, split in self.splits.items():
+                if split.sampled > 0:
+                    split.optimizer_state += earlier.get(device, 0)
         allocated = {device: torch.openreg.memory_allocated(device) for device in self.devices}
         busiest = [device for device in self.devices if allocated[device] > self.splits[device].sampled]
         if not busiest:
@@ -102,8 +113,7 @@ class MemoryWatch:
         parameters = list(self._parameters.values())
         weights = _bytes_by_device(parameters)
         gradients = _bytes_by_device(parameter.grad for parameter in parameters)
-        state = _bytes_by_device(value for opt in self._optimizers for per_parameter in opt.state.values()
-                                 for value in per_parameter.values() if isinstance(value, torch.Tensor))
+        state = _state_bytes(self._optimizers)
         for device in busiest:
             split = self.splits[device]
             split.sampled, split.parameters = allocated[device], weights.get(device, 0)

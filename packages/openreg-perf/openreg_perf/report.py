@@ -145,7 +145,7 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{_si(split.between_samples, 'B')}")
     if report.unknown_operators:
         lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
-    lines.append(f"  {'kernel':<32} {'count':>6} {'time':>12} {'share':>6}  bound    achieved")
+    lines.append(f"  {'kernel':<32} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
     by_name: dict[str, list[KernelRecord]] = {}
     for record in kernels:
         by_name.setdefault(record.op or record.name, []).append(record)
@@ -156,7 +156,7 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
         bounds = {r.bound for r in records}
         achieved = max(r.achieved_fraction for r in records)
         lines.append(f"  {name[:32]:<32} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
-                     f"{'/'.join(sorted(bounds)):<8} {100 * achieved:5.1f}%")
+                     f"{'/'.join(sorted(bounds)):<15} {100 * achieved:5.1f}%")
     return "\n".join(lines)
 # LITERALINCLUDE END: PERF_SUMMARY
 

@@ -177,6 +177,21 @@ def test_an_mlp_step_with_adam_splits_its_memory_as_counted_by_hand():
     assert "optimizer state" in run.summary()
 
 
+def test_optimizer_state_from_an_earlier_step_counts_as_such_at_a_peak_before_the_step():
+    # Large activations: the busiest moment is in the backward pass, before the optimizer is seen
+    # in the region; its state, made by the step before the region, was there all along.
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 128)).to("openreg")
+    step = adam_step(model, torch.randn(4096, 256, device="openreg"))
+    weights = parameter_bytes((512, 256), (512,), (128, 512), (128,))
+    step()
+    with openreg_perf.simulate("h100-sxm") as run:
+        step()
+    split = run.memory[0]
+    assert split.parameters == weights and split.optimizer_state == 2 * weights
+    assert split.activations >= 4096 * (256 + 512) * 4  # the input and the hidden layer, at least
+    assert split.sampled == split.parameters + split.gradients + split.optimizer_state + split.activations
+
+
 def test_a_transformer_layer_with_adam_splits_its_memory_as_counted_by_hand():
     d, heads, hidden = 64, 4, 128
     layer = nn.TransformerEncoderLayer(d, heads, hidden, dropout=0.0, batch_first=True).to("openreg")
