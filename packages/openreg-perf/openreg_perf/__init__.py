@@ -112,6 +112,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
             yield run
     finally:
         torch.openreg.set_timing_only(timing_only)
+    trace.host_pauses_ns = sorted(memory.pauses_ns)
     run._finish(trace, memory.splits)
 # LITERALINCLUDE END: PERF_SIMULATE
 

@@ -56,14 +56,16 @@ class HostWait:
 @dataclass
 class Trace:
     """A region of a program: its device work and host waits, each list in the runtime's time order;
-    when each recorded operator began (the runtime's clock), and what recording one cost the host
-    (Note [How the host is replayed] in timeline.py takes it back out)."""
+    when each recorded operator began (the runtime's clock), what recording one cost the host, and
+    the intervals the prediction's other instruments held the host (memory.py's samples): Note [How
+    the host is replayed] in timeline.py takes both back out."""
 
     work: list[Work] = field(default_factory=list)
     waits: list[HostWait] = field(default_factory=list)
     region_ns: tuple[int, int] = (0, 0)
     operator_starts_ns: list[int] = field(default_factory=list)
     recording_cost_per_operator_s: float = 0.0
+    host_pauses_ns: list[tuple[int, int]] = field(default_factory=list)  # sorted (start, end)
 
 
 @contextmanager
@@ -102,7 +104,8 @@ def without_cycle_collection() -> Iterator[None]:
 @functools.cache
 def recording_cost_per_operator(calls: int = 2000) -> float:
     """What recording one operator costs the host, measured once per process: one-element additions on
-    openreg, best of three with and without recording."""
+    openreg, best of three with and without recording, per operator recorded (an addition records
+    the operators it calls too)."""
     x = torch.zeros(1, device="openreg")
 
     def best_seconds() -> float:
@@ -115,9 +118,10 @@ def recording_cost_per_operator(calls: int = 2000) -> float:
         return min(timings)
 
     plain = best_seconds()
-    with torch.openreg.record_activity():
+    with torch.openreg.record_activity() as recording:
         recorded = best_seconds()
-    return max(0.0, (recorded - plain) / calls)
+    operators_per_call = max(1, len(recording.operator_starts_ns)) / (3 * calls)
+    return max(0.0, (recorded - plain) / calls / operators_per_call)
 
 
 def _fill(trace: Trace, records, operators: dict) -> None:

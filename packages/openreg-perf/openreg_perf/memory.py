@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import openreg_runtime
 import torch
 from torch.nn.modules import module as module_hooks
 from torch.optim import optimizer as optimizer_hooks
@@ -68,6 +69,9 @@ class MemoryWatch:
     _modules: set = field(default_factory=set)
     _optimizers: list = field(default_factory=list)
     _handles: list = field(default_factory=list)
+    # (start, end) of every sample, on the runtime's clock: host time the program did not spend
+    # (Note [How the host is replayed] in timeline.py takes it back out).
+    pauses_ns: list = field(default_factory=list)
 
     def __enter__(self) -> MemoryWatch:
         self.splits = {device: MemorySplit() for device in self.devices}
@@ -89,6 +93,11 @@ class MemoryWatch:
             split.peak_reserved = torch.openreg.max_memory_reserved(device)
 
     def _sample(self, module=None, optimizer=None) -> None:
+        start = openreg_runtime.trace_get_timestamp()
+        self._take_sample(module, optimizer)
+        self.pauses_ns.append((start, openreg_runtime.trace_get_timestamp()))
+
+    def _take_sample(self, module, optimizer) -> None:
         if module is not None and id(module) not in self._modules:
             # Recursively: a module may use a child's parameters without calling it (attention's
             # output projection).

@@ -4,17 +4,19 @@ that queued it allow; the host queues in the order it did, and waits where it wa
 
 Note [How the host is replayed]
 The host's own time between two of its events (queueing work, or the end of a wait) is taken as it
-was measured here, less what recording the operators in between cost (measured once per process,
-capture.recording_cost_per_operator): the program's Python and PyTorch's dispatch run on the host,
-not on the device, and this machine's host is the best estimate of the target's that the trace
-offers. Each gap is at least the profile's launch overhead, what a host pays per launch on the
-target. A wait is replayed
-as a wait: the host resumes when the predicted work it waited for ends, not when the simulator's did.
-All host threads are replayed as one, in the order they queued (autograd's device thread queues the
-backward while the thread that called backward() waits for it). So a program bound by its host is
-predicted as fast as its host ran here, and one bound by the device as fast as the profile allows.
-With host="launches" every gap is the launch overhead alone: the device's view of a host that does
-nothing but launch, which depends on the kernels only (and is the same run after run).
+was measured here, less what the prediction's instruments cost it: recording the operators in
+between (measured once per process, capture.recording_cost_per_operator) and the memory samples
+(memory.py, as long as each took). The program's Python and PyTorch's dispatch run on the host, not
+on the device, and this machine's host is the best estimate of the target's that the trace offers.
+Each gap is at least the profile's launch overhead, what a host pays per launch on the target. A
+wait is replayed as a wait: the host resumes when the predicted work it waited for ends, not when
+the simulator's did. All host threads are replayed as one, in the order they queued (autograd's
+device thread queues the backward while the thread that called backward() waits for it). So a
+program bound by its host is predicted as fast as its host ran here, and one bound by the device as
+fast as the profile allows. The host's time here includes whatever slowed it here: on a machine with
+few cores, the simulator's own kernels compete with it. With host="launches" every gap is the
+launch overhead alone: the device's view of a host that does nothing but launch, which depends on
+the kernels only (and is the same run after run).
 
 Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
 """
@@ -22,6 +24,7 @@ Not here: what a kernel costs (costs.py, model.py) or what the report makes of t
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
@@ -95,6 +98,9 @@ class _Replay:
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
+        self.pause_starts = [start for start, _ in trace.host_pauses_ns]
+        self.paused_before = list(itertools.accumulate((end - start for start, end in trace.host_pauses_ns),
+                                                       initial=0))  # ns paused before each pause
 
     def run(self) -> Timeline:
         # LITERALINCLUDE START: PERF_REPLAY
@@ -118,12 +124,15 @@ class _Replay:
         return self.timeline
 
     def _host_seconds(self, begin_ns: int, end_ns: int) -> float:
-        """The host's own time between two of its events, without the recording's cost."""
+        """The host's own time between two of its events, without what the prediction's instruments
+        cost it (the recording, per operator recorded; memory samples, as they took)."""
         if self.host == "launches":
             return 0.0  # raised to the launch overhead by the caller
         starts = self.trace.operator_starts_ns
         recorded = bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns)
-        return max(0.0, (end_ns - begin_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
+        first, last = (bisect.bisect_right(self.pause_starts, ns) for ns in (begin_ns, end_ns))
+        paused_ns = self.paused_before[last] - self.paused_before[first]
+        return max(0.0, (end_ns - begin_ns - paused_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
 
     def _schedule(self, work: Work, issued: float) -> None:
         lane = (work.device, work.stream)

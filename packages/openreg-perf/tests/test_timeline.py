@@ -103,7 +103,7 @@ def test_a_device_synchronize_waits_for_every_stream_of_its_device_only():
     assert timeline.waits[0].end_s == pytest.approx(by_correlation(timeline)[slow.correlation].end_s)
 
 
-def test_the_host_keeps_its_own_time_between_launches_but_not_the_recordings():
+def test_the_host_keeps_its_own_time_between_launches_but_not_the_instruments():
     program = Program()
     program.kernel(mm(64))
     second = program.kernel(mm(64), gap_ns=2 * MS)  # the host spent 2 ms in between (its Python)
@@ -113,6 +113,10 @@ def test_the_host_keeps_its_own_time_between_launches_but_not_the_recordings():
     program.trace.operator_starts_ns = list(range(program.now - 1000 * 1000, program.now, 1000))
     program.trace.recording_cost_per_operator_s = 1e-6
     assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(1e-3, rel=1e-3)
+    # And two memory samples of 0.2 ms each in it (memory.py): 0.6 ms left of the host's own.
+    program.trace.host_pauses_ns = [(program.now - 1500 * 1000, program.now - 1300 * 1000),
+                                    (program.now - 500 * 1000, program.now - 300 * 1000)]
+    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(6e-4, rel=1e-3)
 
 
 def test_every_launch_costs_the_host_at_least_the_profiles_launch_overhead():
