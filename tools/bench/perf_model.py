@@ -22,12 +22,22 @@ torch_ops.py's operators (the device time of their kernels) and training steps (
 completion, without the profiler) and compares with what the simulated device takes here: MAPE per
 kernel (target <= 25 %) and per training step (target <= 15 %), medians over rounds.
 
+Beyond this machine (tools/bench/perf_scenarios/, each in a process of its own): what a prediction
+costs the program (OpenReg demo's CNN, 100 steps, plain vs simulate vs simulate(execute=False); targets
+at most 2x and, timing-only, 0.5x the plain time); Llama 2 7B's forward and backward in bf16 predicted
+on h100-sxm without executing (host time and peak host memory, predicted time and peak device memory);
+a DDP step run on 2 ranks here and predicted at 1, 2, 8 and 64.
+
     .venv/bin/python tools/bench/perf_model.py [--write-profiles] [--calibration-only]
 """
 
 import argparse
+import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -221,19 +231,105 @@ def print_host_check(results: dict) -> None:
         print(f"  MAPE per {group[:-1]}: {mape:.1%} (target <= {target:.0%}: {'met' if mape <= target else 'NOT met'})")
 
 
+# ------------------------------------------------------------------------ beyond this machine
+
+SCENARIOS = Path(__file__).resolve().parent / "perf_scenarios"
+TARGET_PREDICTION_COST = 2.0
+TARGET_TIMING_ONLY_COST = 0.5
+
+
+def _scenario_environment() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "OPENREG_DEVICE_MEMORY")}
+
+
+def _run_scenario(script: str, timeout: float = 600) -> dict:
+    done = subprocess.run([sys.executable, str(SCENARIOS / script)], capture_output=True, text=True,
+                          timeout=timeout, env=_scenario_environment())
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_prediction_cost() -> None:
+    found = _run_scenario("prediction_cost.py")
+    plain = found["plain"]
+    print()
+    print(f"What a prediction costs: the demo's CNN, {found['steps']} steps (medians of 7 rounds, alternating)")
+    print(f"  plain openreg                  {_time(plain):>12}  1.00x (anchor)")
+    for name, label, target in (("simulate", "simulate('h100-sxm')", TARGET_PREDICTION_COST),
+                                ("timing_only", "simulate(..., execute=False)", TARGET_TIMING_ONLY_COST)):
+        ratio = found[name] / plain
+        print(f"  {label:<30} {_time(found[name]):>12}  {ratio:.2f}x (target <= {target}x: "
+              f"{'met' if ratio <= target else 'NOT met'})")
+
+
+def print_timing_only_7b() -> None:
+    found = _run_scenario("llama7b_timing_only.py")
+    gb = 1e9
+    print()
+    print(f"Llama 2 7B ({found['parameters'] / 1e9:.2f} B parameters, bf16), forward and backward of 2048 tokens, "
+          "predicted on h100-sxm without executing")
+    print(f"  host: {found['host_seconds']:.1f} s for the program ({found['region_host_seconds']:.2f} s for the "
+          f"region), peak host memory {found['host_peak_bytes'] / 2**30:.2f} GiB")
+    print(f"  predicted step {_time(found['predicted_seconds'])} (device busy {_time(found['device_busy_seconds'])}), "
+          f"{found['flops'] / 1e12:.0f} TFLOP, model FLOP utilisation {found['model_flop_utilisation']:.1%}")
+    print(f"  peak device memory {found['peak_device_bytes'] / gb:.1f} GB of {found['capacity_bytes'] / gb:.1f} GB "
+          f"(reserved {found['reserved_device_bytes'] / gb:.1f} GB; weights {found['parameters_bytes'] / gb:.1f} GB, "
+          f"gradients {found['gradients_bytes'] / gb:.1f} GB)")
+
+
+def print_ddp_at_ranks(timeout: float = 300) -> None:
+    store = tempfile.mktemp(prefix="openreg-perf-bench-")
+    ranks = [subprocess.Popen([sys.executable, str(SCENARIOS / "ddp_ranks.py"), str(rank), store],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_scenario_environment())
+             for rank in range(2)]
+    try:
+        outputs = [rank.communicate(timeout=timeout) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+        if os.path.exists(store):
+            os.unlink(store)
+    for rank, (_, err) in zip(ranks, outputs, strict=True):
+        if rank.returncode != 0:
+            raise RuntimeError(f"ddp_ranks.py failed:\n{err}")
+    found = json.loads(outputs[0][0].strip().splitlines()[-1])
+    print()
+    print(f"A DDP step (67 M-parameter MLP, fp32, batch 256 per rank) run on 2 ranks here, {found['collectives']} "
+          "all-reduces, predicted on h100-sxm")
+    print("(the host as launches alone; the last column with the host's time as measured here, where two ranks")
+    print(" and their kernels share two cores)")
+    print(f"{'ranks':>7}{'step':>12}{'compute':>12}{'all-reduce':>12}{'exposed':>12}{'step, host here':>18}")
+    for ranks, (total, compute, communication, exposed, host_here) in found["ranks"].items():
+        print(f"{ranks:>7}{_time(total):>12}{_time(compute):>12}{_time(communication):>12}{_time(exposed):>12}"
+              f"{_time(host_here):>18}")
+
+
+PARTS = ("calibration", "host", "cost", "7b", "ddp")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-profiles", action="store_true",
                         help="write the fitted parameters into the bundled profiles")
     parser.add_argument("--calibration-only", action="store_true",
                         help="only the published measurements (no openreg device needed)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to run (default: all)")
     arguments = parser.parse_args()
+    parts = ["calibration"] if arguments.calibration_only else arguments.parts
     table = calibration_table()
-    print_calibration(table)
+    if "calibration" in parts:
+        print_calibration(table)
     if arguments.write_profiles:
         write_profiles(table.full_fit)
-    if not arguments.calibration_only:
+    if "host" in parts:
         print_host_check(host_check())
+    if "cost" in parts:
+        print_prediction_cost()
+    if "7b" in parts:
+        print_timing_only_7b()
+    if "ddp" in parts:
+        print_ddp_at_ranks()
 
 
 if __name__ == "__main__":
