@@ -280,19 +280,26 @@ def test_profiler_activity_ties_each_launch_to_its_operator():
     torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
 
 
-PROFILE_ADDS = """
-import sys, warnings, torch
+LONG_RECORDING = """
+import os, warnings, torch
 from torch.profiler import ProfilerActivity, profile
 from torch_openreg import _C
 
 def kept(count):
     x = torch.zeros(1, device="openreg")
     torch.openreg.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
-        for _ in range(count):
-            x.add_(1)
+    if os.environ["CONSUMER"] == "profiler":
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+            for _ in range(count):
+                x.add_(1)
+        records = torch.openreg.profiler_activity()
+    else:
+        with torch.openreg.record_activity() as recording:
+            for _ in range(count):
+                x.add_(1)
+        records = recording.activity
     assert x.item() == count
-    return sum(1 for r in torch.openreg.profiler_activity() if r.kind == "kernel" and r.name == "aten::add_")
+    return sum(1 for r in records if r.kind == "kernel" and r.name == "aten::add_")
 
 warnings.simplefilter("error")
 print("drained while running:", kept(40_000), flush=True)
@@ -301,16 +308,21 @@ print("draining held back:", kept(40_000), flush=True)
 """
 
 
-def test_a_long_profile_keeps_every_kernel_and_dropped_records_are_reported(python):
+@pytest.mark.parametrize("consumer,dropped", [
+    ("profiler", "openreg profiler: the runtime dropped"),
+    ("record_activity", "torch.openreg.record_activity(): the runtime dropped"),
+])
+def test_a_long_recording_keeps_every_kernel_and_dropped_records_are_reported(python, consumer, dropped):
     # The runtime holds OPENREG_TRACE_RECORDS records until they are drained
     # (2^20 by default; 2^16 here, so that a short program overflows it):
-    # 40,000 kernels leave 80,000 records. The session drains while the
-    # program runs, so it keeps every kernel; with its draining held back,
-    # the runtime drops records and the profiler warns, on the standard
-    # error as Kineto does when CUPTI drops records.
-    result = python.run(PROFILE_ADDS, env={"OPENREG_TRACE_RECORDS": str(1 << 16)})
+    # 40,000 kernels leave 80,000 records. A profiler session, or a
+    # record_activity() recording, drains while the program runs, so it keeps
+    # every kernel; with its draining held back, the runtime drops records
+    # and it warns, on the standard error as Kineto does when CUPTI drops
+    # records.
+    result = python.run(LONG_RECORDING, env={"OPENREG_TRACE_RECORDS": str(1 << 16), "CONSUMER": consumer})
     lines = result.stdout.splitlines()
     assert lines[0] == "drained while running: 40000"
     assert int(lines[1].split(": ")[1]) < 40_000
-    assert result.stderr.count("openreg profiler: the runtime dropped") == 1, result.stderr
+    assert result.stderr.count(dropped) == 1, result.stderr
     assert "device activity records" in result.stderr
