@@ -302,3 +302,56 @@ def test_queued_python_kernels_finish_before_exit(run_python):
     assert lines.index("main done") < lines.index("slow kernel ran")
     assert "device 1 kernel ran" in lines
     assert result.stderr == ""
+
+
+# ------------------------- host aliases past their kernel (OPENREG_CHECK_ALIASES)
+
+
+KEEP_ALIAS = """
+import ctypes, openreg_runtime as ort
+dev = ort.malloc(4096)
+ort.memset(dev, 7, 4096)
+kept = []
+ort.launch_kernel(0, lambda: kept.append(ort.kernel_translate_pointer(dev, 4096)), "keeps_its_alias")
+ort.device_synchronize()
+print("after the kernel the alias read", ctypes.string_at(kept[0], 1)[0], flush=True)
+"""
+
+
+def test_a_host_alias_kept_past_its_kernel_still_reads_by_default(run_python):
+    # Note [Host aliases end with their kernel]: by default the alias is the
+    # device's shared host mapping, which outlives any one kernel. This test
+    # pins that documented limit; the next one shows the switch that lifts it.
+    result = run_python(KEEP_ALIAS)
+    assert result.returncode == 0, result.stderr
+    assert "after the kernel the alias read 7" in result.stdout
+
+
+def test_check_aliases_makes_a_kept_alias_fault_and_names_the_kernel(run_python):
+    result = run_python(KEEP_ALIAS, env={"OPENREG_CHECK_ALIASES": "1"})
+    assert result.returncode == -11, (result.returncode, result.stdout, result.stderr)  # SIGSEGV
+    assert "after the kernel" not in result.stdout
+    assert "kernel 'keeps_its_alias' got from orKernelTranslatePointer, after that kernel returned" in result.stderr
+
+
+def test_check_aliases_keeps_kernels_working(run_python, tmp_path):
+    # Inside the kernel the window reads and writes the device's bytes.
+    code = """
+import ctypes, openreg_runtime as ort
+dev = ort.malloc(8192)
+ort.memset(dev, 1, 8192)
+def body():  # adds 1 to each of 200 bytes
+    alias = ort.kernel_translate_pointer(dev + 4000, 200)  # straddles a page boundary
+    values = set(ctypes.string_at(alias, 200))
+    assert len(values) == 1, values
+    ctypes.memmove(alias, bytes([(values.pop() + 1) % 256]) * 200, 200)
+for _ in range(3000):  # more windows than the quarantine holds
+    ort.launch_kernel(0, body, "adds_one")
+ort.device_synchronize()
+out = ctypes.create_string_buffer(8192)
+ort.memcpy(ctypes.addressof(out), dev, 8192, ort.orMemcpyDeviceToHost)
+print(out.raw[3999], out.raw[4000], out.raw[4199], out.raw[4200])
+"""
+    result = run_python(code, env={"OPENREG_CHECK_ALIASES": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", str((1 + 3000) % 256), str((1 + 3000) % 256), "1"]
