@@ -26,8 +26,9 @@ class ActivityRecord(NamedTuple):
     """One runtime activity record (orActivity in openreg.h). Times are the
     runtime's monotonic clock in ns; ``correlation_id`` ties a ``launch``
     record (host side) to the device record of the same work;
-    ``external_correlation_id`` (launch records) is the profiler's id of the
-    operator that launched it (``_KinetoEvent.correlation_id()``);
+    ``external_correlation_id`` (launch records) is the id of the operator
+    that launched it: the profiler's (``_KinetoEvent.correlation_id()``), or
+    in record_activity() a key of ``ActivityRecording.operators``;
     ``waited_for_correlation_id`` (``stream_wait``, and ``synchronize`` of an
     event) names the ``event_record`` waited for."""
 
