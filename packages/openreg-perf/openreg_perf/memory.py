@@ -108,13 +108,15 @@ class MemoryWatch:
                     self._handles.append(parameter.register_post_accumulate_grad_hook(lambda p: self._sample()))
                 self._parameters[id(parameter)] = parameter
         if optimizer is not None and not any(seen is optimizer for seen in self._optimizers):
-            self._optimizers.append(optimizer)
             # Its state existed before this first step of the region (only steps make it), so the
-            # samples before, which could not tell it from the rest, held it too.
-            earlier = _state_bytes([optimizer])
+            # samples before, which could not tell it from the rest, held it too (less what they
+            # counted already: an optimizer may share another's state).
+            counted = _state_bytes(self._optimizers)
+            self._optimizers.append(optimizer)
+            earlier = _state_bytes(self._optimizers)
             for device, split in self.splits.items():
                 if split.sampled > 0:
-                    split.optimizer_state += earlier.get(device, 0)
+                    split.optimizer_state += earlier.get(device, 0) - counted.get(device, 0)
         allocated = {device: torch.openreg.memory_allocated(device) for device in self.devices}
         busiest = [device for device in self.devices if allocated[device] > self.splits[device].sampled]
         if not busiest:

@@ -71,9 +71,7 @@ def _peak(cost: Cost, dtype: str | None, profile: Profile) -> float:
         raise ValueError(f"unknown precision {precision!r}; one of {', '.join(PRECISIONS)}")
     if cost.kind not in MATRIX_KINDS:
         return profile.peak.vector_flops_per_s
-    if profile.peak_of(precision) > 0:
-        return profile.peak_of(precision)
-    return profile.peak.fp32_flops_per_s
+    return profile.peak_of(precision)
 
 
 def _compute_seconds(cost: Cost, peak: float, profile: Profile) -> tuple[float, float]:

@@ -112,7 +112,9 @@ class Profile:
     path: str  # the file it was read from, for messages
 
     def peak_of(self, precision: str) -> float:
-        return self.peak.of(precision)
+        """The dense peak rate for precision's matrix work. A chip without a unit for it (0 in the
+        profile: FP8 on an A100) runs such work at its FP32 rate."""
+        return self.peak.of(precision) or self.peak.fp32_flops_per_s
 
 
 _SECTIONS = {

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .model import roofline_seconds
 from .profile import Profile
-from .timeline import Predicted, Timeline
+from .timeline import Predicted, Timeline, merged_intervals
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,7 @@ def kernel_records(timeline: Timeline) -> list[KernelRecord]:
 
 
 def _union_seconds(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, -math.inf
-    for start, stop in sorted(intervals):
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total
+    return sum(stop - start for start, stop in merged_intervals(intervals))
 
 
 def _overlap_seconds(spans: list[tuple[float, float]], covers: list[tuple[float, float]]) -> float:

@@ -40,7 +40,7 @@ COLLECTIVE_KERNELS = {
     "broadcast": "broadcast", "all_to_all_single": "all_to_all", "all_to_all": "all_to_all",
     "send": "broadcast", "recv": "broadcast", "recv_anysource": "broadcast", "barrier": "all_reduce",
 }
-COPY_KINDS = {"memcpyHtoD": "h2d", "memcpyDtoH": "d2h", "memcpyDtoD": "d2d"}
+COPY_KINDS = {"memcpyHtoD": "h2d", "memcpyDtoH": "d2h", "memcpyDtoD": "d2d", "memcpyPtoP": "p2p"}
 
 
 @dataclass
@@ -98,8 +98,9 @@ class _Replay:
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
-        self.pause_starts = [start for start, _ in trace.host_pauses_ns]
-        self.paused_before = list(itertools.accumulate((end - start for start, end in trace.host_pauses_ns),
+        self.pauses = merged_intervals(trace.host_pauses_ns)  # threads may pause at once: count each instant once
+        self.pause_starts = [start for start, _ in self.pauses]
+        self.paused_before = list(itertools.accumulate((end - start for start, end in self.pauses),
                                                        initial=0))  # ns paused before each pause
 
     def run(self) -> Timeline:
@@ -126,13 +127,20 @@ class _Replay:
     def _host_seconds(self, begin_ns: int, end_ns: int) -> float:
         """The host's own time between two of its events, without what the prediction's instruments
         cost it (the recording, per operator recorded; memory samples, as they took)."""
-        if self.host == "launches":
+        if self.host == "launches" or end_ns <= begin_ns:  # (another thread's launch during a wait)
             return 0.0  # raised to the launch overhead by the caller
         starts = self.trace.operator_starts_ns
         recorded = bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns)
-        first, last = (bisect.bisect_right(self.pause_starts, ns) for ns in (begin_ns, end_ns))
-        paused_ns = self.paused_before[last] - self.paused_before[first]
+        paused_ns = self._paused_until(end_ns) - self._paused_until(begin_ns)
         return max(0.0, (end_ns - begin_ns - paused_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
+
+    def _paused_until(self, ns: int) -> int:
+        """How long the instruments held the host before ns (a pause under way counts up to ns)."""
+        index = bisect.bisect_right(self.pause_starts, ns)
+        if index == 0:
+            return 0
+        start, end = self.pauses[index - 1]
+        return self.paused_before[index - 1] + min(ns, end) - start
 
     def _schedule(self, work: Work, issued: float) -> None:
         lane = (work.device, work.stream)
@@ -184,3 +192,14 @@ class _Replay:
         lanes = [end for (device, stream), end in self.stream_free.items()
                  if device == wait.device and (wait.stream == 0 or stream == wait.stream)]
         return max(lanes, default=0.0)
+
+
+def merged_intervals(intervals: list[tuple]) -> list[tuple]:
+    """The intervals sorted, overlapping ones merged: their union."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged

@@ -16,6 +16,7 @@ import openreg_perf
 import pytest
 import torch
 import torch.nn as nn
+from openreg_perf.model import copy_seconds
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +80,11 @@ def test_a_region_across_two_devices_keeps_their_streams_apart():
         moved = y1.to("openreg:0")
     assert {kernel.device for kernel in run.kernels} == {0, 1}
     assert set(run.report.busy_s) == {0, 1}
-    assert any(kernel.category == "copy" for kernel in run.kernels)
+    (copy,) = [kernel for kernel in run.kernels if kernel.category == "copy"]
+    # Between devices: over the device link, not through one device's memory.
+    h100 = openreg_perf.load_profile("h100-sxm")
+    assert copy.name == "memcpyPtoP"
+    assert copy.seconds == pytest.approx(copy_seconds(512 * 512 * 4, "p2p", True, h100))
     del y0, moved
 
 

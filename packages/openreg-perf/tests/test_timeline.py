@@ -117,6 +117,12 @@ def test_the_host_keeps_its_own_time_between_launches_but_not_the_instruments():
     program.trace.host_pauses_ns = [(program.now - 1500 * 1000, program.now - 1300 * 1000),
                                     (program.now - 500 * 1000, program.now - 300 * 1000)]
     assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(6e-4, rel=1e-3)
+    # Two threads' samples overlapping by 0.1 ms, and one under way when the gap begins: each instant
+    # of the gap is taken out once, and only its part inside the gap.
+    program.trace.host_pauses_ns = [(program.now - 1500 * 1000, program.now - 1300 * 1000),
+                                    (program.now - 1400 * 1000, program.now - 1200 * 1000),
+                                    (program.now - 2100 * 1000, program.now - 1900 * 1000)]
+    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(6e-4, rel=1e-3)
 
 
 def test_every_launch_costs_the_host_at_least_the_profiles_launch_overhead():
@@ -179,3 +185,16 @@ def test_exposed_communication_is_what_no_compute_overlaps():
     overlap = max(0.0, min(compute.end_s, comm.end_s) - max(compute.start_s, comm.start_s))
     assert report.communication_s == pytest.approx(comm.seconds)
     assert report.exposed_communication_s == pytest.approx(comm.seconds - overlap)
+
+
+def test_fp8_work_on_a_chip_without_fp8_runs_and_is_measured_at_its_fp32_rate():
+    a100 = load_profile("a100-sxm-80gb")
+    assert a100.peak.fp8_flops_per_s == 0 and a100.peak_of("fp8") == a100.peak.fp32_flops_per_s
+    program = Program()
+    fp8 = "c10::Float8_e4m3fn"
+    program.kernel(OpCall("aten::_scaled_mm", [[4096, 4096], [4096, 4096], [], [], [], [], [], []],
+                          [fp8, fp8, F32, F32, "", "", "Scalar", "Scalar"], [None] * 6 + [15, False]))
+    timeline = replay(program.trace, a100)
+    report = region_report(timeline, a100, {})
+    assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * a100.peak.fp32_flops_per_s))
+    assert 0 < report.model_flop_utilisation < 1

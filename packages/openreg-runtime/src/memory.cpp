@@ -202,6 +202,14 @@ const char* copyName(bool dstDevice, bool srcDevice) {
   return "memcpyHtoH";
 }
 
+// The name a copy is traced and reported under: between two devices it
+// crosses the device link, not one device's memory ("memcpyPtoP", as
+// CUPTI's peer copies), which a tool pricing it must tell apart.
+const char* copyName(const Side& dst, const Side& src) {
+  if (dst.device() && src.device() && dst.where.device != src.where.device) return "memcpyPtoP";
+  return copyName(dst.device(), src.device());
+}
+
 orError_t checkKind(const char* call, orMemcpyKind kind, const Side& dst, const Side& src) {
   bool ok = true;
   switch (kind) {
@@ -285,7 +293,7 @@ orError_t copy(const char* call, void* dst, const void* src, size_t count,
   op.dst = dst;
   op.src = src;
   op.count = count;
-  op.name = copyName(d.device(), s.device());
+  op.name = copyName(d, s);
   return submit(*stream, std::move(op), wait);
 }
 

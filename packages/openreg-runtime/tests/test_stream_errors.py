@@ -173,7 +173,7 @@ def test_a_copy_that_runs_after_its_other_device_faulted_fails_its_stream(res, r
     dst, src = (on1, on0) if direction == "from the faulted device" else (on0, on1)
     ort.memcpy_async(dst, src, 64, ort.orMemcpyDeviceToDevice, s1)
     gate.open()
-    with raises_or("orErrorLaunchFailure", "memcpyDtoD", "did not run", "openreg device 0", "kernel 'faulty'"):
+    with raises_or("orErrorLaunchFailure", "memcpyPtoP", "did not run", "openreg device 0", "kernel 'faulty'"):
         ort.stream_synchronize(s1)
     on_device(0, ort.device_reset)
     on_device(1, ort.device_reset)

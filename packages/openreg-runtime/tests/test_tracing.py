@@ -79,6 +79,18 @@ def test_trace_synchronous_calls(res):
                for r in records)
 
 
+def test_copies_name_whether_they_stay_on_one_device(res):
+    s = res.stream(device=0)
+    on0, also_on0, on1 = res.malloc(256, device=0), res.malloc(256, device=0), res.malloc(256, device=1)
+    ort.trace_enable(True)
+    ort.memcpy_async(also_on0, on0, 256, ort.orMemcpyDeviceToDevice, s)
+    ort.memcpy_async(on1, on0, 256, ort.orMemcpyDeviceToDevice, s)  # crosses the device link
+    ort.stream_synchronize(s)
+    ort.trace_enable(False)
+    copies = [r["name"] for r in ort.trace_drain() if r["kind"] == "memcpy"]
+    assert copies == ["memcpyDtoD", "memcpyPtoP"]
+
+
 def test_nothing_recorded_when_disabled(res):
     ort.trace_enable(False)
     run_workload(res, device=0)

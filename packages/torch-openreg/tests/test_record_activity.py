@@ -101,7 +101,13 @@ def test_a_recording_keeps_no_tensor_alive():
 
 def test_one_consumer_of_the_records_at_a_time(capfd):
     x = torch.ones(2, device="openreg")
-    with torch.openreg.record_activity():
+    with profile(activities=ACTIVITIES):
+        with pytest.raises(RuntimeError, match="openreg profiler is collecting .* stop it first"):
+            with torch.openreg.record_activity():
+                pass
+        x.neg()
+    assert [r.name for r in torch.openreg.profiler_activity() if r.kind == "kernel"] == ["aten::neg"]
+    with torch.openreg.record_activity() as recording:
         with pytest.raises(RuntimeError, match="already running; they do not nest"):
             with torch.openreg.record_activity():
                 pass
@@ -110,16 +116,11 @@ def test_one_consumer_of_the_records_at_a_time(capfd):
     assert "no openreg device activity in this profile: torch.openreg.record_activity() is collecting" in \
         capfd.readouterr().err
     assert not [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
-    with profile(activities=ACTIVITIES):
-        with pytest.raises(RuntimeError, match="openreg profiler is collecting .* stop it first"):
-            with torch.openreg.record_activity():
-                pass
-        x.add_(1)
-    assert any(r.kind == "kernel" for r in torch.openreg.profiler_activity())
-    with torch.openreg.record_activity() as recording:  # free again
-        x.add_(1)
+    # The session that could not collect left the recording's operators, and the last session's
+    # records, alone.
     assert [call.name for call in calls_of(recording)] == ["aten::add_"]
-    assert x.cpu().tolist() == [4.0, 4.0]
+    assert [r.name for r in torch.openreg.profiler_activity() if r.kind == "kernel"] == ["aten::neg"]
+    assert x.cpu().tolist() == [2.0, 2.0]
 
 
 def test_calls_from_other_threads_are_recorded():

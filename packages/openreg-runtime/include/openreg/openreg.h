@@ -583,7 +583,9 @@ typedef enum orActivityKind {
 
 typedef struct orActivity {
   orActivityKind kind;
-  char name[64];          /* kernel name, "memcpyHtoD", ...; truncated */
+  char name[64];          /* kernel name, "memcpyHtoD", "memcpyDtoH",
+                             "memcpyDtoD" (one device), "memcpyPtoP"
+                             (between devices), ...; truncated */
   int device;
   uint64_t stream;        /* orStreamGetId of the stream, 0 if none */
   uint64_t startNs;       /* orTraceGetTimestamp clock */

@@ -106,8 +106,8 @@ std::string callKey(const OperatorRecord& record) {
   std::string key = record.name;
   for (const RecordedArgument& argument : record.arguments) {
     key += '|';
-    key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype));
-    for (const auto& sizes : argument.sizes) key += c10::str(sizes);
+    key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
+    for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
     if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
       appendValueKey(key, argument.value);
     }
@@ -249,7 +249,7 @@ void bindModule(py::module_ m) {
       result = stopActivityRecording();
     }
     return py::make_tuple(activityBytes(result.activity), sizeof(orActivity), operatorCalls(result.operators),
-                          py::cast(result.operatorStartsNs));
+                          py::cast(result.operatorStartsNs), result.droppedMessage);
   });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
   m.def("_executor_counts", [] {

@@ -90,7 +90,6 @@ std::vector<orActivity> ActivityDrain::stop() {
   if (orTraceGetDroppedCount(&dropped) == orSuccess && dropped != 0) {
     droppedMessage_ = c10::str(consumer_, ": the runtime dropped ", dropped,
                                " device activity records (its buffer was full); ", missed_, " miss that device work");
-    TORCH_WARN(droppedMessage_);
   }
   {
     std::lock_guard<std::mutex> lock(holderMutex);

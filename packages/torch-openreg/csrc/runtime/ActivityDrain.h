@@ -36,8 +36,8 @@ class ActivityDrain {
 
   // Waits for the work queued on every device (its records appear when it
   // ends), switches recording off, and returns every record since start(),
-  // oldest first. Records the runtime dropped (its buffer was full) are
-  // reported as a warning, and in droppedMessage().
+  // oldest first. If the runtime dropped records (its buffer was full),
+  // droppedMessage() says so, for the consumer to report.
   std::vector<orActivity> stop();
 
   const std::string& droppedMessage() const { return droppedMessage_; }

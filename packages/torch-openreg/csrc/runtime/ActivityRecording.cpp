@@ -28,6 +28,8 @@ struct Recording {
   bool active = false;
   at::CallbackHandle callback = at::INVALID_CALLBACK_HANDLE;
   std::unique_ptr<ActivityDrain> drain;
+  // Never reset: an operator still running when a recording stops keeps
+  // its id on the runtime's stack, so the next recording must not reuse it.
   uint64_t nextId = 1;
   std::vector<OperatorRecord> operators;
 };
@@ -109,7 +111,6 @@ void startActivityRecording() {
   std::string busy = drain->start();
   TORCH_CHECK(busy.empty(), "torch.openreg.record_activity() cannot start: ", busy);
   state.drain = std::move(drain);
-  state.nextId = 1;
   state.operators.clear();
   state.active = true;
   state.callback = at::addGlobalCallback(at::RecordFunctionCallback(onOperatorStart, onOperatorEnd)
@@ -131,6 +132,7 @@ ActivityRecordingResult stopActivityRecording() {
   }
   ActivityRecordingResult result;
   result.activity = drain->stop();
+  result.droppedMessage = drain->droppedMessage();
   std::unordered_set<uint64_t> launched;
   for (const orActivity& record : result.activity) {
     if (record.kind == orActivityKindLaunch && record.externalCorrelationId != 0) {

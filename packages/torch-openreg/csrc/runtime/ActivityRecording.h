@@ -39,6 +39,7 @@ struct ActivityRecordingResult {
   std::vector<orActivity> activity;  // oldest first
   std::vector<OperatorRecord> operators;  // those that queued device work, by id
   std::vector<uint64_t> operatorStartsNs;  // every operator recorded, in order
+  std::string droppedMessage;  // empty unless the runtime dropped records (ActivityDrain)
 };
 
 // Starts recording: the runtime's activity records (an ActivityDrain), and

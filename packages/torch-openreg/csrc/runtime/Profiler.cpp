@@ -16,6 +16,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -48,6 +49,8 @@ int64_t wallClockOffsetNs() {
 
 // The record_function ranges (user correlation ids) open on this thread.
 thread_local std::vector<uint64_t> openUserRanges;
+// Correlation ids a session pushed on this thread and has not popped.
+thread_local int idsPushed = 0;
 
 std::mutex lastSessionMutex;
 std::vector<orActivity> lastSession;  // lastSessionRecords()
@@ -70,7 +73,8 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   void start() override {
     offsetNs_ = wallClockOffsetNs();
     std::string busy = drain_.start();
-    if (!busy.empty()) {  // Note [One consumer of the runtime's records]
+    collecting_ = busy.empty();
+    if (!collecting_) {  // Note [One consumer of the runtime's records]: leave the other's alone
       std::string message = "openreg profiler: no openreg device activity in this profile: " + busy;
       errors_.push_back(message);
       TORCH_WARN(message);
@@ -81,25 +85,35 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   // The drain waits for every device first (PyTorch synchronises only the
   // current one), so that every record of the profiled work is there.
   void stop() override {
+    status_ = libkineto::TraceStatus::PROCESSING;
+    if (!collecting_) return;
     records_ = drain_.stop();
-    if (!drain_.droppedMessage().empty()) errors_.push_back(drain_.droppedMessage());
+    if (!drain_.droppedMessage().empty()) {  // as Kineto reports records CUPTI dropped
+      errors_.push_back(drain_.droppedMessage());
+      TORCH_WARN(drain_.droppedMessage());
+    }
     for (const orActivity& record : records_) {
       if (record.kind != orActivityKindLaunch) streamsSeen_.insert({record.device, record.stream});
     }
-    {
-      std::lock_guard<std::mutex> lock(lastSessionMutex);
-      lastSession = records_;
-    }
-    status_ = libkineto::TraceStatus::PROCESSING;
+    std::lock_guard<std::mutex> lock(lastSessionMutex);
+    lastSession = records_;
   }
 
+  // Only while collecting, and each pop only for a push of ours: an
+  // operator may straddle start() or another consumer's recording.
   void pushCorrelationId(uint64_t id) override {
+    if (!collecting_) return;
     orTracePushExternalCorrelationId(id);
+    ++idsPushed;
     if (openUserRanges.empty()) return;
     std::lock_guard<std::mutex> lock(mutex_);
     userRangesOfOperator_[id] = openUserRanges;
   }
-  void popCorrelationId() override { orTracePopExternalCorrelationId(nullptr); }
+  void popCorrelationId() override {
+    if (idsPushed == 0) return;
+    --idsPushed;
+    orTracePopExternalCorrelationId(nullptr);
+  }
   void pushUserCorrelationId(uint64_t id) override { openUserRanges.push_back(id); }
   void popUserCorrelationId() override {
     if (!openUserRanges.empty()) openUserRanges.pop_back();
@@ -241,6 +255,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
 
   const std::set<ActivityType> requested_;
   int64_t offsetNs_ = 0;
+  std::atomic<bool> collecting_{false};  // false: another consumer holds the runtime's records
   ActivityDrain drain_{"openreg profiler", "the trace and key_averages()"};
   std::vector<orActivity> records_;
   std::set<std::pair<int, uint64_t>> streamsSeen_;  // (device, stream)

@@ -9,6 +9,7 @@ else (record_activity). Not here: the Kineto integration itself
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -81,11 +82,14 @@ class ActivityRecording:
     ``activity``: the runtime's records, as profiler_activity() gives them.
     ``operators``: the calls that queued work, by the id that the launch
     records carry as ``external_correlation_id``. ``operator_starts_ns``:
-    when every recorded call began (runtime clock), sorted."""
+    when every recorded call began (runtime clock), sorted. ``complete``:
+    False if the runtime dropped records (its buffer was full), which
+    record_activity() also warns about."""
 
     activity: list[ActivityRecord] = field(default_factory=list)
     operators: dict[int, OperatorRecord] = field(default_factory=dict)
     operator_starts_ns: list[int] = field(default_factory=list)
+    complete: bool = True
 
 
 @contextmanager
@@ -101,10 +105,13 @@ def record_activity() -> Iterator[ActivityRecording]:
     try:
         yield recording
     finally:
-        data, size, (ids, calls), starts = _C._stop_activity_recording()
+        data, size, (ids, calls), starts, dropped = _C._stop_activity_recording()
         recording.activity = _activity_records(data, size)
         recording.operators = _operator_records(ids, calls)
         recording.operator_starts_ns = sorted(starts)
+        if dropped:
+            recording.complete = False
+            warnings.warn(dropped, RuntimeWarning, stacklevel=3)
 
 
 def _operator_records(ids: list[int], calls: list[tuple]) -> dict[int, OperatorRecord]:

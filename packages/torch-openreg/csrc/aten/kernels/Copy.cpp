@@ -62,7 +62,10 @@ void copyBytes(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   orMemcpyKind kind = isOpenRegTensor(dst) ? orMemcpyHostToDevice : orMemcpyDeviceToHost;
   size_t bytes = static_cast<size_t>(dst.numel()) * dst.element_size();
   OPENREG_CHECK(orMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, kind, current(device)));
-  if (nonBlocking && isPinned(host.data_ptr())) {
+  // With pageable memory the runtime's copy returns when its bytes have
+  // arrived, as CUDA's does; a pinned one is queued.
+  if (!isPinned(host.data_ptr())) return;
+  if (nonBlocking) {
     protectPinned(host, device);
   } else {
     OPENREG_CHECK(orStreamSynchronize(current(device)));
