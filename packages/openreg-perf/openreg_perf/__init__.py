@@ -13,6 +13,7 @@ which the report reads (report.py). Profiles are data files (profile.py, profile
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,27 +29,45 @@ class Run:
     total_time_s: predicted time of the region, from its first launch to its last completion, over
     every stream and device of the process. kernels: a report.KernelRecord per kernel, copy and
     collective, in launch order. peak_memory_bytes: per device, the caching allocator's peak over the
-    region (as PyTorch's max_memory_allocated counts it)."""
+    region (as PyTorch's max_memory_allocated counts it). report: the region's figures
+    (report.RegionReport). kernels and report are made when first read: a program that wants only
+    the time does not pay for them."""
 
     def __init__(self, profile: Profile, ranks: int, executed: bool, host: str = "measured"):
         self.profile, self.ranks, self.executed, self.host = profile, ranks, executed, host
         self.total_time_s = 0.0
-        self.kernels: list = []
         self.peak_memory_bytes: dict[int, int] = {}
         self.memory: dict = {}  # device -> memory.MemorySplit
-        self.trace = self.timeline = self.report = None
+        self.trace = self.timeline = None
 
     def _finish(self, trace, memory: dict) -> None:
-        from . import capture, report, timeline
+        from . import capture, timeline
 
         self.trace = trace
         with capture.without_cycle_collection():
             self.timeline = timeline.replay(trace, self.profile, self.ranks, self.host)
-            self.kernels = report.kernel_records(self.timeline)
-            self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
-            self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
-            self.report = report.region_report(self.timeline, self.profile, self.memory)
-        self.total_time_s = self.report.total_s
+        self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
+        self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
+        self.total_time_s = self.timeline.total_s
+
+    @functools.cached_property
+    def kernels(self) -> list:
+        from . import capture, report
+
+        with capture.without_cycle_collection():
+            return report.kernel_records(self._predicted_timeline())
+
+    @functools.cached_property
+    def report(self):
+        from . import capture, report
+
+        with capture.without_cycle_collection():
+            return report.region_report(self._predicted_timeline(), self.profile, self.memory)
+
+    def _predicted_timeline(self):
+        if self.timeline is None:
+            raise RuntimeError("openreg_perf: the prediction is made when simulate()'s with block ends")
+        return self.timeline
 
     def predicted_again(self, profile: str | Path | Profile | None = None, ranks: int | None = None,
                         host: str | None = None) -> Run:

@@ -101,6 +101,7 @@ def test_a_recording_keeps_no_tensor_alive():
 
 def test_one_consumer_of_the_records_at_a_time(capfd):
     x = torch.ones(2, device="openreg")
+    torch.openreg.synchronize()  # its fill_ before either records
     with profile(activities=ACTIVITIES):
         with pytest.raises(RuntimeError, match="openreg profiler is collecting .* stop it first"):
             with torch.openreg.record_activity():

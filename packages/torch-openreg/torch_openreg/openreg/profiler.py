@@ -56,8 +56,14 @@ def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
     if size != _RECORD.size:
         raise RuntimeError(f"torch-openreg's orActivity is {size} bytes but this module reads {_RECORD.size}: "
                            "torch-openreg and openreg-runtime do not match; reinstall them together")
-    return [ActivityRecord(_KINDS[kind], name.split(b"\0", 1)[0].decode(errors="replace"), *rest)
-            for kind, name, *rest in _RECORD.iter_unpack(data)]
+    names: dict[bytes, str] = {}  # a program launches few distinct names many times
+    records = []
+    for kind, name, *rest in _RECORD.iter_unpack(data):
+        text = names.get(name)
+        if text is None:
+            text = names[name] = name.split(b"\0", 1)[0].decode(errors="replace")
+        records.append(ActivityRecord(_KINDS[kind], text, *rest))
+    return records
 # LITERALINCLUDE END: ACTIVITY_RECORD
 
 
