@@ -1,5 +1,5 @@
 """simulate() on programs that run on openreg: what it captures (kernels with their operators, copies,
-host waits, two devices, collectives of two ranks), what it reports and exports, and the command line.
+host waits, two devices), what it reports and exports, and the command line.
 The numbers themselves are the model's (test_model.py, test_timeline.py); here, that the program's
 structure reaches the prediction."""
 
@@ -109,46 +109,6 @@ def test_the_command_line_runs_a_script_and_prints_its_report(tmp_path):
     assert all(name in listing.stdout for name in ("a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h200", "mi300x"))
 
 
-RANK = """
-import json, sys, torch, torch.distributed as dist, openreg_perf
-rank = int(sys.argv[1])
-torch.openreg.set_device(rank)
-dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
-t = torch.ones(1 << 18, device="openreg")
-dist.all_reduce(t)  # the group's first collective connects the ranks: outside the region
-with openreg_perf.simulate("h100-sxm") as run:
-    y = t * 2
-    dist.all_reduce(y)
-    z = y.sum()
-print(json.dumps({"value": z.item(), "kernels": [[k.name, k.category, k.seconds] for k in run.kernels],
-                  "ranks": run.ranks, "communication": run.report.communication_s}))
-dist.destroy_process_group()
-"""
-
-
-def test_a_collective_of_two_ranks_is_predicted_as_one():
-    import tempfile
-
-    store = tempfile.mktemp(prefix="openreg-perf-store-")
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), store], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for rank in range(2)]
-    try:
-        outputs = [rank.communicate(timeout=120) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-        if os.path.exists(store):
-            os.unlink(store)
-    for process, (out, err) in zip(ranks, outputs, strict=True):
-        assert process.returncode == 0, err
-        result = json.loads(out.strip().splitlines()[-1])
-        assert result["value"] == 8 * (1 << 18) and result["ranks"] == 2  # (2 ranks of 1, reduced, doubled) reduced
-        (collective,) = [k for k in result["kernels"] if k[1] == "collective"]
-        assert collective[0] == "allreduce" and collective[2] > 0
-        assert result["communication"] == pytest.approx(collective[2])
-
-
 # ----------------------------------------------------------------------------------- memory
 
 
@@ -210,82 +170,6 @@ def test_a_transformer_layer_with_adam_splits_its_memory_as_counted_by_hand():
     split = run.memory[0]
     assert split.parameters == weights and split.optimizer_state == 2 * weights
     assert split.gradients == weights
-
-
-# ----------------------------------------------------------------- a data-parallel step at N ranks
-
-DDP_RANK = """
-import json, sys, tempfile, torch, torch.distributed as dist, torch.nn as nn, openreg_perf
-from torch.nn.parallel import DistributedDataParallel
-rank = int(sys.argv[1])
-torch.openreg.set_device(rank)
-dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
-torch.manual_seed(0)
-layers = [nn.Linear(512, 512) for _ in range(6)]
-model = DistributedDataParallel(nn.Sequential(*layers).to("openreg"), bucket_cap_mb=1)
-x = torch.randn(32, 512, device="openreg")
-
-def step():
-    model(x).sum().backward()
-    torch.openreg.synchronize()
-
-for _ in range(2):  # DDP builds its buckets again after its first step
-    step()
-with openreg_perf.simulate("h100-sxm", host="launches") as run:
-    step()
-data = model._get_ddp_logging_data()
-slow = sys.argv[3]
-result = {"bucket_bytes": sorted(int(n) for n in data["rebuilt_bucket_sizes"].split(", ")),
-          "collectives": sorted(openreg_perf.costs.message_bytes(k.work.op) for k in run.timeline.items
-                                if k.category == "collective"),
-          "per_ranks": {n: [k.seconds for k in run.predicted_again(ranks=n).timeline.items
-                            if k.category == "collective"] for n in (2, 4, 8, 16, 64)},
-          "exposed": {name: run.predicted_again(profile=name, ranks=16).report.exposed_communication_s
-                      for name in ("h100-sxm", slow)},
-          "compute": {n: run.predicted_again(ranks=n).report.compute_s for n in (2, 64)}}
-if rank == 0:
-    print(json.dumps(result))
-dist.destroy_process_group()
-"""
-
-
-def test_a_ddp_step_predicted_at_n_ranks_from_a_run_of_two(tmp_path):
-    import tempfile
-
-    import openreg_perf.model as model
-
-    # The H100 profile with a network ten times slower between nodes (8 GPUs each).
-    slow = tmp_path / "slow-network.toml"
-    text = Path(openreg_perf.load_profile("h100-sxm").path).read_text()
-    slow.write_text(text.replace('name = "h100-sxm"', 'name = "h100-slow-network"')
-                    .replace("network_bytes_per_s = 50e9", "network_bytes_per_s = 5e9"))
-    store = tempfile.mktemp(prefix="openreg-perf-ddp-")
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
-    ranks = [subprocess.Popen([sys.executable, "-c", DDP_RANK, str(rank), store, str(slow)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for rank in range(2)]
-    try:
-        outputs = [rank.communicate(timeout=180) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-        if os.path.exists(store):
-            os.unlink(store)
-    for process, (_, err) in zip(ranks, outputs, strict=True):
-        assert process.returncode == 0, err
-    result = json.loads(outputs[0][0].strip().splitlines()[-1])
-    # The prediction at 2 ranks has the structure the simulator ran: one all_reduce per DDP bucket.
-    assert len(result["bucket_bytes"]) >= 2 and result["collectives"] == result["bucket_bytes"]
-    # Each all_reduce takes the alpha-beta time of its rank count; compute per rank stays.
-    h100 = openreg_perf.load_profile("h100-sxm")
-    for n, seconds in result["per_ranks"].items():
-        expected = sorted(max(model.collective_seconds("all_reduce", b, int(n), h100), h100.chip.launch_overhead_s)
-                          for b in result["bucket_bytes"])
-        assert sorted(seconds) == pytest.approx(expected)
-    assert sum(result["per_ranks"]["16"]) > sum(result["per_ranks"]["8"])  # crossing nodes costs more
-    assert result["compute"]["2"] == pytest.approx(result["compute"]["64"])
-    # Across nodes, a slower network leaves more communication exposed.
-    assert result["exposed"]["h100-sxm"] < \
-        result["exposed"][str(slow)]
 
 
 # ---------------------------------------------------------------------------- without executing

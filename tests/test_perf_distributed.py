@@ -1,0 +1,126 @@
+"""openreg-perf with openreg-distributed: collectives of two ranks over "occl" reach the prediction
+as one collective, and a DDP step run on two ranks is predicted again at N ranks. Two processes on
+loopback, each bounded by a timeout and always reaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.needs_packages("openreg-perf", "openreg-distributed")
+
+WORLD_SIZE = 2
+
+
+def _run_on_two_ranks(script: str, *args: str, timeout: float) -> list[str]:
+    """Runs `script` as ranks 0 and 1 of a group over a fresh file store; each rank's stdout."""
+    store = tempfile.mktemp(prefix="openreg-perf-store-")
+    # The ranks load the backend through PyTorch's autoload, whatever the test runner set.
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(rank), store, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for rank in range(WORLD_SIZE)]
+    try:
+        outputs = [rank.communicate(timeout=timeout) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+        if os.path.exists(store):
+            os.unlink(store)
+    for process, (_, err) in zip(ranks, outputs, strict=True):
+        assert process.returncode == 0, err
+    return [out for out, _ in outputs]
+
+
+def _last_json_line(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+ALL_REDUCE_RANK = """
+import json, sys, torch, torch.distributed as dist, openreg_perf
+rank = int(sys.argv[1])
+torch.openreg.set_device(rank)
+dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+t = torch.ones(1 << 18, device="openreg")
+dist.all_reduce(t)  # the group's first collective connects the ranks: outside the region
+with openreg_perf.simulate("h100-sxm") as run:
+    y = t * 2
+    dist.all_reduce(y)
+    z = y.sum()
+print(json.dumps({"value": z.item(), "kernels": [[k.name, k.category, k.seconds] for k in run.kernels],
+                  "ranks": run.ranks, "communication": run.report.communication_s}))
+dist.destroy_process_group()
+"""
+
+
+def test_a_collective_of_two_ranks_is_predicted_as_one():
+    for output in _run_on_two_ranks(ALL_REDUCE_RANK, timeout=120):
+        result = _last_json_line(output)
+        assert result["value"] == 8 * (1 << 18) and result["ranks"] == 2  # (2 ranks of 1, reduced, doubled) reduced
+        (collective,) = [k for k in result["kernels"] if k[1] == "collective"]
+        assert collective[0] == "allreduce" and collective[2] > 0
+        assert result["communication"] == pytest.approx(collective[2])
+
+
+DDP_RANK = """
+import json, sys, torch, torch.distributed as dist, torch.nn as nn, openreg_perf
+from torch.nn.parallel import DistributedDataParallel
+rank = int(sys.argv[1])
+torch.openreg.set_device(rank)
+dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+torch.manual_seed(0)
+layers = [nn.Linear(512, 512) for _ in range(6)]
+model = DistributedDataParallel(nn.Sequential(*layers).to("openreg"), bucket_cap_mb=1)
+x = torch.randn(32, 512, device="openreg")
+
+def step():
+    model(x).sum().backward()
+    torch.openreg.synchronize()
+
+for _ in range(2):  # DDP builds its buckets again after its first step
+    step()
+with openreg_perf.simulate("h100-sxm", host="launches") as run:
+    step()
+data = model._get_ddp_logging_data()
+slow = sys.argv[3]
+result = {"bucket_bytes": sorted(int(n) for n in data["rebuilt_bucket_sizes"].split(", ")),
+          "collectives": sorted(openreg_perf.costs.message_bytes(k.work.op) for k in run.timeline.items
+                                if k.category == "collective"),
+          "per_ranks": {n: [k.seconds for k in run.predicted_again(ranks=n).timeline.items
+                            if k.category == "collective"] for n in (2, 4, 8, 16, 64)},
+          "exposed": {name: run.predicted_again(profile=name, ranks=16).report.exposed_communication_s
+                      for name in ("h100-sxm", slow)},
+          "compute": {n: run.predicted_again(ranks=n).report.compute_s for n in (2, 64)}}
+if rank == 0:
+    print(json.dumps(result))
+dist.destroy_process_group()
+"""
+
+
+def test_a_ddp_step_predicted_at_n_ranks_from_a_run_of_two(tmp_path):
+    import openreg_perf
+    import openreg_perf.model as model
+
+    # The H100 profile with a network ten times slower between nodes (8 GPUs each).
+    slow = tmp_path / "slow-network.toml"
+    text = Path(openreg_perf.load_profile("h100-sxm").path).read_text()
+    slow.write_text(text.replace('name = "h100-sxm"', 'name = "h100-slow-network"')
+                    .replace("network_bytes_per_s = 50e9", "network_bytes_per_s = 5e9"))
+    result = _last_json_line(_run_on_two_ranks(DDP_RANK, str(slow), timeout=180)[0])
+    # The prediction at 2 ranks has the structure the simulator ran: one all_reduce per DDP bucket.
+    assert len(result["bucket_bytes"]) >= 2 and result["collectives"] == result["bucket_bytes"]
+    # Each all_reduce takes the alpha-beta time of its rank count; compute per rank stays.
+    h100 = openreg_perf.load_profile("h100-sxm")
+    for n, seconds in result["per_ranks"].items():
+        expected = sorted(max(model.collective_seconds("all_reduce", b, int(n), h100), h100.chip.launch_overhead_s)
+                          for b in result["bucket_bytes"])
+        assert sorted(seconds) == pytest.approx(expected)
+    assert sum(result["per_ranks"]["16"]) > sum(result["per_ranks"]["8"])  # crossing nodes costs more
+    assert result["compute"]["2"] == pytest.approx(result["compute"]["64"])
+    # Across nodes, a slower network leaves more communication exposed.
+    assert result["exposed"]["h100-sxm"] < result["exposed"][str(slow)]
