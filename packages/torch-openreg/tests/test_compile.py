@@ -8,6 +8,9 @@ from __future__ import annotations
 import copy
 import gc
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import openreg_runtime
@@ -47,6 +50,36 @@ def assert_on_openreg(module: nn.Module) -> None:
 
 
 # ------------------------------------------------------------ registration
+
+# A fresh process: `import torch` leaves Dynamo and Inductor unimported, and
+# whatever imports them first, compiling on openreg works with both backends.
+FRESH_PROCESS = """
+import sys, torch
+assert "torch._dynamo" not in sys.modules and "torch._inductor" not in sys.modules, "imported at autoload"
+first = sys.argv[1]
+if first == "inductor":
+    import torch._inductor
+elif first == "interface":
+    from torch._dynamo.device_interface import get_interface_for_device
+    assert get_interface_for_device("openreg:1").device_count() == 2
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+x = torch.randn(4, 8)
+for backend in ("inductor", "openreg"):
+    torch._dynamo.reset()
+    out = torch.compile(model.to("openreg"), backend=backend)(x.to("openreg"))
+    torch.testing.assert_close(out.cpu(), model.cpu()(x))
+print("compiled", first)
+"""
+
+
+@pytest.mark.parametrize("first_import", ["torch._dynamo", "inductor", "interface"])
+def test_a_fresh_process_registers_on_first_use_whatever_imports_dynamo_first(first_import, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path)
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, first_import], capture_output=True, text=True,
+                            timeout=240, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"compiled {first_import}" in result.stdout
 
 
 def test_dynamo_device_interface_is_openreg():

@@ -327,3 +327,13 @@ def extensions() -> dict[str, str]:
     """Layer packages found through the 'torch_openreg.extensions' entry points,
     each 'loaded' or 'failed: <reason>'."""
     return _extensions.status()
+
+
+def __getattr__(name: str) -> Any:
+    # Inductor's backend for the device, read by Inductor when it first
+    # compiles (torch_openreg/_compile/__init__.py): imported only then.
+    from torch_openreg import _compile
+
+    if name in _compile.INDUCTOR_BACKEND_ATTRIBUTES:
+        return _compile.inductor_backend(name)
+    raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
