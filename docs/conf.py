@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "OpenReg"
 author = "the OpenReg authors"
+copyright = "2026, the OpenReg authors"  # as LICENSE (BSD-3-Clause)
 root_doc = "README"  # docs/README.md: the page GitHub shows for the folder, and the site's index
 extensions = ["myst_parser", "quote_check", "openreg_run"]
 source_suffix = {".md": "markdown"}

@@ -72,3 +72,12 @@ def test_every_layer_has_a_combination_and_a_hatch_environment_of_its_own():
         if name != "all":
             assert dev.COMBINATIONS[name] == ((name,) if name != "core" else ())
             assert name in dev.CI_COMBINATIONS
+
+
+def test_every_package_ships_the_repositorys_license():
+    # Each wheel carries its package's LICENSE (the build backends' default license files).
+    license_text = (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("BSD 3-Clause License")
+    for package in dev.PACKAGES:
+        assert (PACKAGES / package.name / "LICENSE").read_text() == license_text, package.name
+        assert _project(package.name)["project"]["license"] == {"text": "BSD-3-Clause"}, package.name

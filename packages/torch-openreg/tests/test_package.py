@@ -19,6 +19,15 @@ def test_import_torch_autoloads_the_backend(fresh_facts):
     assert fresh_facts["roundtrip"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
+
+@pytest.mark.parametrize("name", ["openreg-runtime", "torch-openreg"])
+def test_the_installed_wheel_carries_its_license(name):
+    from importlib.metadata import distribution
+
+    licenses = [f for f in distribution(name).files if f.name == "LICENSE"]
+    assert licenses, f"{name}'s wheel has no LICENSE"
+    assert licenses[0].read_text().startswith("BSD 3-Clause License")
+
 def test_autoload_disabled_leaves_torch_alone(python):
     facts = python.json("""
         import json, torch
