@@ -125,15 +125,13 @@ def training_demo() -> None:
 
 
 def distributed_demo() -> None:
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "packages", "openreg-distributed",
-                          "examples", "train_ddp.py")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     print("\ntorchrun --nproc_per_node=2: DDP on openreg over occl (packages/openreg-distributed)", flush=True)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                           f"--master_port={port}", script], env=dict(os.environ, STEPS="11"),
-                          capture_output=True, text=True, timeout=300)
+                           f"--master_port={port}", "-m", "openreg_distributed.examples.train_ddp"],
+                          env=dict(os.environ, STEPS="11"), capture_output=True, text=True, timeout=300)
     print(done.stdout.rstrip() if done.returncode == 0 else f"failed:\n{done.stderr[-2000:]}")
 
 

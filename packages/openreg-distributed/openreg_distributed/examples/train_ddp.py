@@ -1,6 +1,8 @@
 """A DDP training run on openreg over occl, for torchrun:
 
-    torchrun --nproc_per_node=2 packages/openreg-distributed/examples/train_ddp.py
+    torchrun --nproc_per_node=2 -m openreg_distributed.examples.train_ddp
+
+It ships in openreg-distributed's wheel (torch-openreg[distributed]).
 
 Each rank trains an MLP on its shard of every batch; rank 0 prints the loss
 and, at the end, whether every rank holds the same parameters. Not a
