@@ -2,30 +2,34 @@
 the installed headers and libtorch_openreg.so only, runs its kernels on
 openreg and matches the CPU, forward and backward."""
 
+import contextlib
+import io
+import runpy
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 import torch_openreg
 
-EXAMPLE = Path(__file__).parent / "kernel_api_example" / "scale_shift.cpp"
+EXAMPLE = Path(__file__).parent / "kernel_api_example"
 
 
 @pytest.fixture(scope="module")
 def scale_shift(tmp_path_factory):
-    """Builds the example with torch.utils.cpp_extension, as a vendor would."""
-    import openreg_runtime
-    from torch.utils.cpp_extension import load
-
-    library_dir = torch_openreg.get_library_dir()
-    load(
-        name="openreg_kernel_api_example",
-        sources=[str(EXAMPLE)],
-        extra_include_paths=[torch_openreg.get_include(), openreg_runtime.get_include()],
-        extra_ldflags=[f"-L{library_dir}", "-ltorch_openreg", f"-Wl,-rpath,{library_dir}"],
-        build_directory=str(tmp_path_factory.mktemp("kernel_api_build")),
-        is_python_module=False,
-    )
+    """Builds the example as a vendor would: the guide's build_and_run.py, run as
+    it is from a copy of the example's folder (torch's extension cache in a
+    temporary directory)."""
+    folder = tmp_path_factory.mktemp("kernel_api_example")
+    for source in ("scale_shift.cpp", "build_and_run.py"):
+        shutil.copy(EXAMPLE / source, folder / source)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("TORCH_EXTENSIONS_DIR", str(folder / "extensions"))
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            runpy.run_path("build_and_run.py", run_name="__main__")
+    assert output.getvalue().startswith("tensor([1., 3., 5., 7.], device='openreg:0')")
     return torch.ops.openreg_example.scale_shift
 
 
