@@ -23,9 +23,13 @@ Standard library only, so it runs before anything is installed.
 import hashlib
 import json
 import os
+import queue
+import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +39,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 COMBINATION_ENVS = ROOT / "build" / "combinations"
+BUILD_LOGS = ROOT / "build" / "logs"
 TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 
 
@@ -83,9 +88,65 @@ SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 BUILD_DOCS = [PYTHON, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html", "docs", "docs/_build/html"]
 
 
+def elapsed(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
 def run(*command: str | Path, env: dict | None = None) -> None:
+    """Runs a command, showing it; a step longer than a few seconds ends with its time."""
     print("+", " ".join(str(c) for c in command), flush=True)
+    start = time.monotonic()
     subprocess.run([str(c) for c in command], cwd=ROOT, env=env, check=True)
+    if time.monotonic() - start > 5:
+        print(f"  done in {elapsed(time.monotonic() - start)}", flush=True)
+
+
+# Ninja's status line for each step of a build, "[12/40] Building CXX object ...".
+NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\] (Building \S+|Linking \S+)")
+SILENCE_REPORT_S = 60
+
+
+def forward_lines(stream, lines: queue.Queue) -> None:
+    """Puts each line of stream into lines, then None (a thread, so the reader can time out)."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def run_build(label: str, *command: str | Path, env: dict) -> None:
+    """Runs a package build without flooding the terminal: one line per file
+    compiled or linked ("torch-openreg: 12/40 compiled, 3m05s"), one per
+    minute of silence, nothing else. The whole output goes to
+    build/logs/<label>.log, whose end is printed if the build fails."""
+    print("+", " ".join(str(c) for c in command), flush=True)
+    BUILD_LOGS.mkdir(parents=True, exist_ok=True)
+    log_path = BUILD_LOGS / f"{label}.log"
+    start = time.monotonic()
+    process = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=forward_lines, args=(process.stdout, lines), daemon=True).start()
+    progress = "starting"
+    with open(log_path, "w") as log:
+        while True:
+            try:
+                line = lines.get(timeout=SILENCE_REPORT_S)
+            except queue.Empty:
+                print(f"  {label}: {progress}, still working, {elapsed(time.monotonic() - start)}", flush=True)
+                continue
+            if line is None:  # the output's end
+                break
+            log.write(line)
+            step = NINJA_STEP.match(line)
+            if step:
+                done, total, action = step.groups()
+                progress = f"{done}/{total} {'linked' if action.startswith('Linking') else 'compiled'}"
+                print(f"  {label}: {progress}, {elapsed(time.monotonic() - start)}", flush=True)
+    if process.wait() != 0:
+        print("".join(log_path.read_text().splitlines(keepends=True)[-60:]), file=sys.stderr)
+        print(f"{label}: the build failed; its whole output is in {log_path}", file=sys.stderr, flush=True)
+        raise subprocess.CalledProcessError(process.returncode, command)
+    print(f"  {label}: built in {elapsed(time.monotonic() - start)}", flush=True)
 
 
 def fingerprint(paths: list[Path]) -> str:
@@ -156,8 +217,8 @@ def build_wheel(name: str) -> Path:
     it into .venv, where the packages after it compile against it."""
     for stale in wheel_of(name):
         stale.unlink()
-    run(PYTHON, "-m", "pip", "wheel", "--quiet", "--no-build-isolation", "--no-deps",
-        "--wheel-dir", WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
+    run_build(name, PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
+              "--wheel-dir", WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
     (wheel,) = wheel_of(name)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", wheel)
     return wheel
