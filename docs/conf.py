@@ -11,13 +11,25 @@ project = "OpenReg"
 author = "the OpenReg authors"
 copyright = "2026, the OpenReg authors"  # as LICENSE (BSD-3-Clause)
 root_doc = "README"  # docs/README.md: the page GitHub shows for the folder, and the site's index
-extensions = ["myst_parser", "quote_check", "openreg_run"]
+extensions = ["myst_parser", "quote_check", "openreg_run", "site_navigation"]
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
 # Links such as runtime/memory.md#capacity-and-out-of-memory resolve to headings.
 myst_heading_anchors = 3
-html_theme = "alabaster"
+# The theme PyTorch's own documentation builds on: a navigation sidebar with
+# every page, previous/next links, and a content column wide enough for code.
+html_theme = "pydata_sphinx_theme"
 html_title = "OpenReg integration guide"
+html_theme_options = {
+    "navigation_depth": 3,
+    "show_nav_level": 2,  # each part's pages listed in the sidebar, unfolded
+    "show_prev_next": True,
+    "secondary_sidebar_items": [],  # the width goes to the article (code, tables)
+    "footer_start": ["copyright"],
+    "footer_end": [],
+}
+html_static_path = ["_static"]
+html_css_files = ["openreg.css"]
 
 
 class KeepEmptyGlobs(logging.Filter):

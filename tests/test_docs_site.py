@@ -128,3 +128,37 @@ def test_quote_of_a_missing_marker_fails_the_build(tmp_path):
     run, _ = build_site(tmp_path, "# Page\n", repo=repo)
     assert run.returncode != 0
     assert "marker GONE not found in src/lib.cpp" in run.stderr
+
+
+def build_pages(tmp_path: Path, pages: dict[str, str], root_doc: str = "index") -> subprocess.CompletedProcess:
+    """Builds a site of several pages with the navigation extension only."""
+    source = tmp_path / "site"
+    source.mkdir()
+    (source / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(EXTENSIONS)!r})\n"
+        f"extensions = ['myst_parser', 'site_navigation']\nroot_doc = {root_doc!r}\n"
+    )
+    for name, text in pages.items():
+        (source / f"{name}.md").write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html", str(source),
+         str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+
+
+def toctree(*entries: str) -> str:
+    return "\n".join(["```{toctree}", *entries, "```", ""])
+
+
+def test_a_part_hanging_from_no_navigation_fails_the_build(tmp_path):
+    # part.md is in no toctree (Sphinx says so); page.md is in part.md's, so only this check finds it.
+    run = build_pages(tmp_path, {"index": "# Start\n\n" + toctree("first"), "first": "# First\n",
+                                 "part": "# Part\n\n" + toctree("page"), "page": "# Page\n"})
+    assert run.returncode != 0
+    assert "page is not reachable from the navigation" in run.stderr
+    assert "first is not reachable" not in run.stderr
+
+
+def test_the_site_opens_at_index_html_when_its_start_page_has_another_name(tmp_path):
+    run = build_pages(tmp_path, {"README": "# Start\n\n" + toctree("first"), "first": "# First\n"}, root_doc="README")
+    assert run.returncode == 0, run.stderr
+    assert 'url=README.html' in (tmp_path / "out" / "index.html").read_text()
