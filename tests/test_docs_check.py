@@ -117,6 +117,10 @@ FAILURES = {
         },
         "docs/guide.md:1: LITERALINCLUDE directive must be followed immediately by a fenced",
     ),
+    "python_block_nothing_runs": (
+        {"src/lib.cpp": SOURCE, "docs/guide.md": guide() + lines("```python", "print(42)", "```")},
+        "docs/guide.md:9: a Python block that nothing runs",
+    ),
 }
 
 

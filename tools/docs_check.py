@@ -10,8 +10,10 @@ code block that holds the region's lines, common indentation removed:
     <!-- LITERALINCLUDE: path/from/the/repo/root NAME -->
 
 The check fails on a quoted path or marker that does not exist, on a START
-without END or a name used twice, on a quote that differs from the code, and
-on a marker that no doc quotes. --fix rewrites stale quotes from the code
+without END or a name used twice, on a quote that differs from the code, on
+a marker that no doc quotes, and on a ```python block that is not a quote
+(a program for readers to copy runs while the site is built instead, as an
+openreg-run block). --fix rewrites stale quotes from the code
 (keeping each fence's language tag) and then checks again.
 
 Usage: python tools/docs_check.py [--fix] [--root REPO]
@@ -33,6 +35,9 @@ MARKER = re.compile(r"^\s*(?://|#)\s*LITERALINCLUDE\s+(START|END):\s*([A-Z0-9_]+
 DIRECTIVE_LIKE = re.compile(r"^\s*<!--\s*LITERALINCLUDE\b")
 DIRECTIVE = re.compile(r"^<!--\s*LITERALINCLUDE:\s*(\S+)\s+([A-Z0-9_]+)\s*-->\s*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A program for readers to copy: it must be quoted from code the tests run, or
+# run while the site is built (```{openreg-run}); generated code is ```text.
+UNCHECKED_PROGRAM = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*(python|py|python3)\s*$")
 
 
 @dataclass
@@ -151,6 +156,11 @@ def parse_quotes(doc: str, lines: list[str]) -> tuple[list[Quote], list[str]]:
     while index < len(lines):
         line = lines[index]
         if FENCE.match(line):
+            if UNCHECKED_PROGRAM.match(line):
+                problems.append(
+                    f"{doc}:{index + 1}: a Python block that nothing runs: quote it from a file the tests run "
+                    "(LITERALINCLUDE) or make it an openreg-run block, which runs while the site is built"
+                )
             index = closing_fence(lines, index) + 1
             continue
         if not DIRECTIVE_LIKE.match(line):

@@ -2,7 +2,9 @@
 examples in c_examples/ and a C++17 program using openreg.hpp. Not
 sanitizer-safe (they compile and run separate programs)."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import openreg_runtime as ort
@@ -41,6 +43,16 @@ def test_c_vector_add_example(tmp_path):
     assert lines == [f"vector_add: OK n=100000 c[99999]=299997.5 "
                      f"version={ort.runtime_get_version()}"]
 
+
+
+def test_the_guides_build_script_builds_an_example(tmp_path):
+    # c_examples/build.sh as the guide shows it, with this interpreter as `python`.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    built = subprocess.run(["sh", str(EXAMPLES / "build.sh"), str(EXAMPLES / "vector_add.c"),
+                            str(tmp_path / "vector_add")], capture_output=True, text=True, timeout=120, env=env)
+    assert built.returncode == 0, built.stderr
+    result = run(tmp_path / "vector_add")
+    assert result.returncode == 0 and result.stdout.startswith("vector_add: OK"), result.stderr
 
 def test_c_ipc_pair_example(tmp_path):
     # Two processes: the child opens the parent's buffer and reduces into it.
