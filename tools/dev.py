@@ -113,11 +113,11 @@ def forward_lines(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-def run_build(label: str, *command: str | Path, env: dict) -> None:
-    """Runs a package build without flooding the terminal: one line per file
-    compiled or linked ("torch-openreg: 12/40 compiled, 3m05s"), one per
-    minute of silence, nothing else. The whole output goes to
-    build/logs/<label>.log, whose end is printed if the build fails."""
+def run_logged(label: str, *command: str | Path, env: dict | None = None) -> None:
+    """Runs a long step (a package build, an install) without flooding the
+    terminal: one line per file compiled or linked ("torch-openreg: 12/40
+    compiled, 3m05s"), one per minute of silence, nothing else. The whole
+    output goes to build/logs/<label>.log, whose end is printed if it fails."""
     print("+", " ".join(str(c) for c in command), flush=True)
     BUILD_LOGS.mkdir(parents=True, exist_ok=True)
     log_path = BUILD_LOGS / f"{label}.log"
@@ -144,9 +144,9 @@ def run_build(label: str, *command: str | Path, env: dict) -> None:
                 print(f"  {label}: {progress}, {elapsed(time.monotonic() - start)}", flush=True)
     if process.wait() != 0:
         print("".join(log_path.read_text().splitlines(keepends=True)[-60:]), file=sys.stderr)
-        print(f"{label}: the build failed; its whole output is in {log_path}", file=sys.stderr, flush=True)
+        print(f"{label}: failed; its whole output is in {log_path}", file=sys.stderr, flush=True)
         raise subprocess.CalledProcessError(process.returncode, command)
-    print(f"  {label}: built in {elapsed(time.monotonic() - start)}", flush=True)
+    print(f"  {label}: done in {elapsed(time.monotonic() - start)}", flush=True)
 
 
 def fingerprint(paths: list[Path]) -> str:
@@ -191,7 +191,10 @@ def install_pins(environment: Path, groups: tuple[str, ...]) -> None:
     digest = hashlib.sha256(json.dumps(requirements).encode()).hexdigest()
     stamps = environment / "openreg-stamps"
     if not up_to_date(stamps, "requirements", digest):
-        run(environment / "bin" / "python", "-m", "pip", "install", "--quiet", *requirements)
+        print(f"installing {len(requirements)} pinned packages into {environment.relative_to(ROOT)} "
+              "(torch among them: a minute or two)", flush=True)
+        run_logged(f"pins-{environment.name}", environment / "bin" / "python", "-m", "pip", "install",
+                   *requirements)
         mark_done(stamps, "requirements", digest)
 
 
@@ -217,8 +220,8 @@ def build_wheel(name: str) -> Path:
     it into .venv, where the packages after it compile against it."""
     for stale in wheel_of(name):
         stale.unlink()
-    run_build(name, PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
-              "--wheel-dir", WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
+    run_logged(name, PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
+               "--wheel-dir", WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
     (wheel,) = wheel_of(name)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", wheel)
     return wheel
