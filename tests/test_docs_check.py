@@ -29,6 +29,10 @@ def directive(path: str, name: str) -> str:
     return f"<!-- LITERALINCLUDE: {path} {name} -->"
 
 
+def note(title: str) -> str:
+    return "Note " + f"[{title}]"
+
+
 def lines(*items: str) -> str:
     return "\n".join(items) + "\n"
 
@@ -116,6 +120,19 @@ FAILURES = {
             "docs/guide.md": lines(directive("src/lib.cpp", "ANSWER"), "text") + guide(),
         },
         "docs/guide.md:1: LITERALINCLUDE directive must be followed immediately by a fenced",
+    ),
+    "note_defined_nowhere": (
+        {"src/lib.cpp": SOURCE + lines(f"// why: {note('Gone')}"), "docs/guide.md": guide()},
+        "src/lib.cpp:7: no note is titled 'Gone'",
+    ),
+    "note_in_another_file": (
+        {"src/lib.cpp": SOURCE + lines(f"// {note('Why')}", f"// see {note('Why')} in other.cpp"),
+         "docs/guide.md": guide()},
+        "src/lib.cpp:8: the note 'Why' is not in other.cpp but in src/lib.cpp",
+    ),
+    "path_of_a_moved_file": (
+        {"src/lib.cpp": SOURCE + lines("// the kernels live in src/old/kernels.cpp"), "docs/guide.md": guide()},
+        "src/lib.cpp:7: src/old/kernels.cpp names no file of the repository",
     ),
     "python_block_nothing_runs": (
         {"src/lib.cpp": SOURCE, "docs/guide.md": guide() + lines("```python", "print(42)", "```")},

@@ -13,7 +13,9 @@ The check fails on a quoted path or marker that does not exist, on a START
 without END or a name used twice, on a quote that differs from the code, on
 a marker that no doc quotes, and on a ```python block that is not a quote
 (a program for readers to copy runs while the site is built instead, as an
-openreg-run block). --fix rewrites stale quotes from the code
+openreg-run block). It also follows references: a "Note [title]" named in
+any file must be defined (in the file named with it, if any), and a file
+path named in a comment or a page's text must exist. --fix rewrites stale quotes from the code
 (keeping each fence's language tag) and then checks again.
 
 Usage: python tools/docs_check.py [--fix] [--root REPO]
@@ -260,6 +262,92 @@ def first_difference(a: list[str], b: list[str]) -> int:
     return min(len(a), len(b)) + 1
 
 
+# ---------------------------------------------------------------- references
+# Comments and pages name notes ("Note [Sticky errors]") and files
+# ("csrc/aten/Executor.cpp"). A note renamed or a file moved leaves them
+# pointing nowhere, and nothing else notices.
+
+NOTE = re.compile(r"Note \[([^\]]+)\]")
+# A note is defined where a comment (or a docstring line) starts with its
+# title, followed by the end of the line, a colon or a parenthesis.
+NOTE_DEFINITION = re.compile(r"^\s*(?://+|#+|\*|/\*+)?\s*Note \[([^\]]+)\](?:\s*$|:|\s+\()")
+NOTE_IN_FILE = re.compile(r"Note \[([^\]]+)\],? in `?([\w./-]+\.\w+)")
+PATH_MENTION = re.compile(
+    r"(?<![\w./-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:py|cpp|h|hpp|c|md|toml|txt|sh|cmake|csv|json))\b"
+)
+# Paths into other projects (PyTorch's sources, system headers) are not checked.
+FOREIGN_PATHS = ("ATen/", "aten/", "c10/", "torch/", "native/", "caffe2/", "pybind11/", "sys/", "linux/")
+HASH_COMMENTS = {".py", ".toml", ".sh", ".cmake", ".txt"}
+SLASH_COMMENTS = {".c", ".cpp", ".h", ".hpp"}
+
+
+def prose_lines(path: str, text: str):
+    """(line number, text) of what a file says in words: comments of code,
+    a page's text outside code blocks (its link targets Sphinx checks)."""
+    suffix = Path(path).suffix
+    in_block = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if suffix == ".md":
+            if FENCE.match(line):
+                in_block = not in_block
+            elif not in_block and not DIRECTIVE_LIKE.match(line):  # quotes: checked above
+                yield number, re.sub(r"\]\([^)]*\)", "]", line)
+        elif suffix in HASH_COMMENTS and "#" in line:
+            yield number, line.split("#", 1)[1]
+        elif suffix in SLASH_COMMENTS:
+            comment = re.search(r"//(.*)$|^\s*(?:/\*|\*)(.*)$", line)
+            if comment:
+                yield number, comment.group(1) or comment.group(2) or ""
+
+
+def check_references(root: Path) -> list[str]:
+    """Every note named is defined (in the file named with it, if any), and
+    every file path named in words exists in the repository."""
+    files = [f for f in git_files(root) if not f.startswith("docs/_build/")]
+    texts = {f: text for f in files if (text := read_text(root / f)) is not None}
+    notes: dict[str, set[str]] = {}
+    for path, text in texts.items():
+        for line in text.splitlines():
+            if (definition := NOTE_DEFINITION.match(line)) is not None:
+                notes.setdefault(definition[1], set()).add(path)
+    build_files = "\n".join(text for path, text in texts.items()
+                             if Path(path).name in ("CMakeLists.txt", "pyproject.toml"))
+    problems = []
+    for path, text in texts.items():
+        for number, line in enumerate(text.splitlines(), start=1):
+            for title in NOTE.findall(line):
+                if title not in notes:
+                    problems.append(f"{path}:{number}: no note is titled {title!r}")
+            for title, named in NOTE_IN_FILE.findall(line):
+                if title in notes and not any(d == named or d.endswith("/" + named) for d in notes[title]):
+                    problems.append(f"{path}:{number}: the note {title!r} is not in {named} "
+                                    f"but in {', '.join(sorted(notes[title]))}")
+        for number, words in prose_lines(path, text):
+            for named in PATH_MENTION.findall(words):
+                if not names_a_file(path, named, files, build_files):
+                    problems.append(f"{path}:{number}: {named} names no file of the repository")
+    return problems
+
+
+def names_a_file(mentioned_in: str, named: str, files: list[str], build_files: str) -> bool:
+    """Whether `named` is a file of the repository: relative to the mention
+    (./, ../), a path from the root, the end of one (a package's own path,
+    ".../" and a path's end), a file the build generates, or a path into
+    another project."""
+    if named.startswith(FOREIGN_PATHS):
+        return True
+    named = named.removeprefix(".../")  # an elided path: its end must match
+    if named.startswith("."):
+        return os.path.normpath(os.path.join(os.path.dirname(mentioned_in), named)) in files
+    return any(f == named or f.endswith("/" + named) for f in files) or Path(named).name in build_files
+
+
+def git_files(root: Path) -> list[str]:
+    listing = subprocess.run(["git", "-C", str(root), "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                             capture_output=True, text=True, check=True).stdout
+    return sorted(path for path in listing.split("\0") if path and (root / path).is_file())
+
+
 def check(root: Path) -> tuple[list[str], int, int]:
     """Every problem found, the number of quotes and the number of markers."""
     repo = Repo(root)
@@ -281,6 +369,7 @@ def check(root: Path) -> tuple[list[str], int, int]:
             repo.problems.append(
                 f"{region.path}:{region.line}: marker {region.name} is not quoted by any doc"
             )
+    repo.problems += check_references(root)
     return repo.problems, len(repo.quotes), len(repo.regions)
 
 

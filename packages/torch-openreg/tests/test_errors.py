@@ -234,7 +234,7 @@ def test_threads_share_the_caching_allocator():
 
 
 # ------------------------------------- refusals that only the CPU kernel makes
-# Note [Arguments a queued kernel could refuse] in Executor.cpp: these calls
+# Note [Arguments a queued kernel could refuse] in ExecutorRules.cpp: these calls
 # run synchronously, so the CPU kernel's refusal is raised at the call, as the
 # CPU (and CUDA) raise it, and leaves no sticky error on the device.
 

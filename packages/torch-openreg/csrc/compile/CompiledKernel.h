@@ -1,6 +1,6 @@
 // CompiledKernel.h - launching a kernel that Inductor generated and compiled
 // (torch.compile) on the current openreg stream. Not here: the code
-// generation itself (torch_openreg/_compile.py drives Inductor's C++ codegen).
+// generation itself (torch_openreg/_compile/inductor.py drives Inductor's C++ codegen).
 #pragma once
 
 #include <torch/csrc/utils/pybind.h>
