@@ -13,9 +13,9 @@ The check fails on a quoted path or marker that does not exist, on a START
 without END or a name used twice, on a quote that differs from the code, on
 a marker that no doc quotes, and on a ```python block that is not a quote
 (a program for readers to copy runs while the site is built instead, as an
-openreg-run block). It also follows references: a "Note [title]" named in
-any file must be defined (in the file named with it, if any), and a file
-path named in a comment or a page's text must exist. --fix rewrites stale quotes from the code
+openreg-run block). It also follows references: a note cited by its title
+in any file must be defined (in the file named with it, if any), and a
+file path named in a comment or a page's text must exist. --fix rewrites stale quotes from the code
 (keeping each fence's language tag) and then checks again.
 
 Usage: python tools/docs_check.py [--fix] [--root REPO]
