@@ -421,3 +421,28 @@ def test_device_count_follows_the_environment(python):
     assert facts["count"] == facts["accelerator_count"] == facts["generators"] == 3
     assert facts["device"] == "openreg:2" and facts["values"] == [0.0, 2.0, 4.0, 6.0]
     assert "there are 3 openreg devices" in facts["error"]
+
+
+# A backward through a Python kernel (slow on the autograd thread) just before
+# the program ends: without the exit handler of Note [Autograd's device
+# threads at exit], about one run in four aborted here.
+BACKWARD_THEN_EXIT = """
+import torch
+lib = torch.library.Library("aten", "IMPL")
+
+def square(x):
+    with torch.no_grad():
+        return torch.mul(x, x)
+
+lib.impl("square", square, "PrivateUse1")
+for device in ("openreg:0", "openreg:1"):
+    x = torch.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    (torch.square(x) + x).sum().backward()
+print("done")
+"""
+
+
+def test_a_program_that_ends_right_after_a_backward_exits_cleanly(python):
+    for _ in range(8):
+        result = python.run(BACKWARD_THEN_EXIT, check=False)
+        assert (result.returncode, result.stdout.strip()) == (0, "done"), result.stderr[-2000:]

@@ -7,6 +7,7 @@ initialisation and fork poisoning. Device arguments accept an index, a
 string ("openreg:1") or a torch.device, and default to the current device.
 """
 
+import atexit
 import os
 import threading
 import warnings
@@ -130,6 +131,35 @@ def is_initialized() -> bool:
     if _in_bad_fork:
         return False
     return _initialized or any(_C._has_primary_context(i) for i in range(device_count()))
+
+
+# Note [Autograd's device threads at exit]
+# Backward on a device other than the CPU runs on an autograd thread of that
+# device, and every backward() stores a Python object (the caller's context
+# variables) in the state that thread keeps until it next takes work. When
+# the program ends right after a backward, the thread may let go of that
+# object while the interpreter is shutting down: it then asks for the GIL,
+# Python ends the thread from inside C++ code that cannot unwind, and the
+# process aborts ("terminate called without an active exception"; PyTorch's
+# own race, CUDA's device threads have it too). At exit, while other threads
+# may still take the GIL, each device's autograd thread is handed one more
+# tiny backward, through the engine directly so that it stores no Python
+# object: by the time it is done, the thread has let go of the last one.
+def _settle_autograd_threads_at_exit() -> None:
+    if not is_initialized():
+        return
+    from torch.autograd.variable import Variable
+
+    for index in range(device_count()):
+        try:
+            leaf = torch.zeros((), device=torch.device("openreg", index), requires_grad=True)
+            root = leaf * 1
+            Variable._execution_engine.run_backward((root,), (torch.ones_like(root),), False, False, (), True, True)
+        except Exception:  # noqa: BLE001  (a device left faulted by the program: nothing to settle)
+            pass
+
+
+atexit.register(_settle_autograd_threads_at_exit)
 
 
 # ------------------------------------------------------------------- devices
