@@ -382,6 +382,7 @@ def main() -> None:
         # Everything CI checks. pytest over every package runs last, so its summary closes the output.
         "test": [
             step([PYTHON, "tools/docs_check.py"]),
+            step([PYTHON, "tools/size_report.py"]),
             step(BUILD_DOCS),
             step([PYTHON, "-m", "ruff", "check", "."]),
             step([PYTHON, "tools/sanitize.py"]),
