@@ -80,7 +80,7 @@ CI_COMBINATIONS = [name for name in COMBINATIONS if name not in ("runtime", "all
 # LITERALINCLUDE END: COMBINATIONS
 
 # The .venv gets every pinned group of pyproject.toml but hatch's own.
-VENV_GROUPS = ("torch", "test", "build", "lint", "docs", "onnx", "models")
+VENV_GROUPS = ("torch", "test", "build", "lint", "docs", "onnx", "models", "quantization")
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 # The guide as a site: warnings (a stale quote, a snippet that fails) are errors,

@@ -1,0 +1,87 @@
+"""Quantization on openreg with torchao, PyTorch's quantization library:
+quantize_ applied to a model on openreg gives the results the same
+configuration gives on the CPU, with no operator falling back to the CPU,
+eagerly and under torch.compile. (PyTorch's legacy quantized tensors are not
+supported yet: test_legacy_quantized_tensors_are_refused_clearly.)"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+torchao_quantization = pytest.importorskip("torchao.quantization", reason="the 'quantization' dependency group")
+
+CONFIGS = {
+    "int8_weight_only": torchao_quantization.Int8WeightOnlyConfig,
+    "int8_dynamic_activation_int8_weight": torchao_quantization.Int8DynamicActivationInt8WeightConfig,
+    "float8_weight_only": torchao_quantization.Float8WeightOnlyConfig,
+}
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 16))
+
+
+def transformer_layer() -> nn.Module:
+    return nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+
+
+MODELS = {"mlp": (mlp, (8, 64)), "transformer_layer": (transformer_layer, (2, 10, 64))}
+
+
+@pytest.fixture(autouse=True)
+def _no_cpu_fallback():
+    """An operator without an openreg kernel fails the test instead of running on the CPU."""
+    torch.openreg.set_fallback_mode("error")
+    torch.openreg.reset_fallback_counts()
+    yield
+    torch.openreg.set_fallback_mode("warn")
+
+
+def quantized_pair(model_name: str, config_name: str) -> tuple[nn.Module, nn.Module, torch.Tensor]:
+    """The same model quantized with the same configuration on the CPU and on openreg, and an input."""
+    build, input_shape = MODELS[model_name]
+    torch.manual_seed(0)
+    model = build().eval()
+    on_cpu, on_openreg = copy.deepcopy(model), copy.deepcopy(model).to("openreg")
+    torchao_quantization.quantize_(on_cpu, CONFIGS[config_name]())
+    torchao_quantization.quantize_(on_openreg, CONFIGS[config_name]())
+    return on_cpu, on_openreg, torch.randn(*input_shape)
+
+
+@pytest.mark.parametrize("model_name", MODELS)
+@pytest.mark.parametrize("config_name", CONFIGS)
+def test_a_quantized_model_on_openreg_matches_the_cpu(model_name, config_name):
+    on_cpu, on_openreg, x = quantized_pair(model_name, config_name)
+    # A plain nn.Linear (torchao leaves attention's NonDynamicallyQuantizableLinear alone).
+    linear = next(m for m in on_openreg.modules() if type(m) is nn.Linear)
+    assert linear.weight.device.type == "openreg"
+    assert type(linear.weight).__module__.startswith("torchao"), "quantize_ left the weight as it was"
+    with torch.no_grad():
+        expected, result = on_cpu(x), on_openreg(x.to("openreg"))
+    assert result.device.type == "openreg"
+    # openreg runs the CPU's kernels on device memory: the same bits.
+    torch.testing.assert_close(result.cpu(), expected, rtol=0, atol=0)
+    assert torch.openreg.fallback_counts() == {}
+
+
+def test_a_compiled_quantized_model_on_openreg_matches_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    on_cpu, on_openreg, x = quantized_pair("mlp", "int8_weight_only")
+    torch._dynamo.reset()
+    compiled = torch.compile(on_openreg)
+    with torch.no_grad():
+        result = compiled(x.to("openreg"))
+    torch._dynamo.reset()
+    torch.testing.assert_close(result.cpu(), on_cpu(x), rtol=1e-5, atol=1e-5)
+    assert torch.openreg.fallback_counts() == {}
+
+
+def test_legacy_quantized_tensors_are_refused_clearly():
+    # torch.quantize_per_tensor makes a tensor of the QuantizedPrivateUse1 key, for which
+    # openreg registers no kernels yet: PyTorch's own error names the operator and the key.
+    with pytest.raises(NotImplementedError, match="Quantizedopenreg"):
+        torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)
