@@ -46,10 +46,16 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override { orSetDevice(device.index()); }
   c10::DeviceIndex deviceCount() const noexcept override { return torch_openreg::deviceCount(); }
-  // Kernels are PyTorch's CPU kernels on device memory: every dtype works.
+  // Kernels are PyTorch's CPU kernels on device memory: every dtype works but
+  // the quantized ones, whose QuantizedPrivateUse1 key has no kernels here.
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
     checkDeviceIndex(device.index());
-    return c10::DeviceCapability();
+    c10::DeviceCapability capability;  // every dtype
+    for (auto quantized : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
+                           c10::kIndex_QUInt2x4}) {
+      capability.capability_data.capability_bits &= ~(uint64_t{1} << quantized);
+    }
+    return capability;
   }
 
   c10::Stream getStream(c10::Device device) const override { return currentStream(device.index()); }
