@@ -151,6 +151,8 @@ def _settle_autograd_threads_at_exit() -> None:
     from torch.autograd.variable import Variable
 
     for index in range(device_count()):
+        if not _C._has_primary_context(index):
+            continue  # never used: no autograd thread either
         try:
             leaf = torch.zeros((), device=torch.device("openreg", index), requires_grad=True)
             root = leaf * 1
