@@ -314,6 +314,62 @@ def test_multilabel_margin_loss_of_a_1d_input_has_the_cpu_shape_at_every_call():
         torch.testing.assert_close(got.cpu(), expected.detach())
 
 
+def _norm_arguments(name: str, x: torch.Tensor, weight: torch.Tensor | None, device: str) -> tuple:
+    """The arguments of the aten norm operator `name` for input x (channels in dim 1, 6 per row)."""
+    weight = None if weight is None else weight.to(device)
+    statistic = weight.dtype if weight is not None else x.dtype
+    if name == "layer_norm":
+        return x.to(device), [x.shape[-1]], weight, None, 1e-5
+    if name == "group_norm":
+        return x.to(device), weight, None, x.shape[0], x.shape[1], x.shape[-1], 2, 1e-5
+    if name == "batch_norm, training":
+        return x.to(device), weight, None, None, None, True, 0.1, 1e-5
+    running = torch.zeros(x.shape[1], dtype=statistic, device=device), torch.ones(x.shape[1], dtype=statistic,
+                                                                                  device=device)
+    return x.to(device), weight, None, *running, False, 0.1, 1e-5
+
+
+NORMS = {"layer_norm": "native_layer_norm", "group_norm": "native_group_norm",
+         "batch_norm, training": "native_batch_norm", "batch_norm, eval": "native_batch_norm"}
+
+
+@pytest.mark.parametrize("name", list(NORMS))
+@pytest.mark.parametrize("dtype, weight_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32),
+                                                 (torch.bfloat16, None), (torch.float32, torch.float32)])
+def test_norm_statistics_are_the_cpu_s_and_the_calls_are_queued(name, dtype, weight_dtype, recwarn):
+    # The CPU keeps the statistics in the weight's dtype (the input's without
+    # one) and returns none outside training, where Meta promises float32 and
+    # a channel's worth: the executor corrects Meta's answer (withCpuStatistics
+    # in ExecutorRules) instead of running every such call synchronously.
+    op = getattr(torch.ops.aten, NORMS[name])
+    counted = f"aten::{NORMS[name]}"
+    x = torch.randn(4, 4, 6, dtype=dtype)
+    weight = None if weight_dtype is None else torch.randn(6 if name == "layer_norm" else 4, dtype=weight_dtype)
+    expected = op(*_norm_arguments(name, x, weight, "cpu"))
+    queued_before = torch.openreg.executor_counts().get(counted, (0, 0))[0]
+    for _ in range(3):
+        got = op(*_norm_arguments(name, x, weight, "openreg"))
+        for result, wanted in zip(got, expected, strict=True):
+            assert result.dtype == wanted.dtype and result.shape == wanted.shape
+            assert torch.equal(result.cpu(), wanted)
+    # At most the first call of these dtypes waits for its result (the executor's check).
+    assert torch.openreg.executor_counts()[counted][0] - queued_before >= 2
+    assert counted not in torch.openreg.meta_disagreements()
+    assert not [w for w in recwarn if "disagrees with its Meta kernel" in str(w.message)]
+
+
+def test_a_reduced_precision_layer_norm_runs_in_timing_only_mode():
+    x = torch.randn(8, 32, dtype=torch.bfloat16, device="openreg")
+    weight = torch.randn(32, dtype=torch.bfloat16, device="openreg")
+    torch.openreg.set_timing_only(True)
+    try:
+        out = F.layer_norm(x, (32,), weight)
+        torch.openreg.synchronize()
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert out.shape == x.shape and out.dtype == torch.bfloat16
+
+
 _WRONG_META = torch.library.Library("openreg_wrong_meta", "DEF")
 _WRONG_META.define("total(Tensor x) -> Tensor")
 _WRONG_META.impl("total", lambda x: x.sum(), "CPU")

@@ -263,6 +263,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) {
     // Speed layer seam: the Meta answer may come from the shape cache.
     meta = fastPathsEnabled() ? fast::cachedInferOnMeta(op, args) : inferOnMeta(op, args);
+    meta = withCpuStatistics(info, schema, args, std::move(meta));
   }
   if (info.signature.returnsView) return meta != nullptr && runView(op, stack, *meta);
   for (size_t i : info.dtypeArguments) dtypes += args[i].isInt() ? static_cast<char>(args[i].toInt()) : 'N';

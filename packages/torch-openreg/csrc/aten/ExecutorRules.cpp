@@ -2,6 +2,7 @@
 #include "aten/ExecutorRules.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/util/overflows.h>
 
 #include <algorithm>
@@ -53,17 +54,20 @@ MetaAgreement metaAgreementWithCpu(const c10::FunctionSchema& schema) {
   // reduction='none', Meta promises an output of shape [1], the CPU (and
   // CUDA) return shape [].
   if (name == "aten::multilabel_margin_loss_forward") return MetaAgreement::Never;
-  // In float16 and bfloat16 the CPU keeps layer and batch norm statistics
-  // in the input's dtype, where Meta (like CUDA) promises float32; the CPU's
-  // backward then refuses float32 statistics. Group norm is the other way
-  // round, with float32 weights on a float16 or bfloat16 input.
-  // Its backward too (found by the executor's check): Meta promises a
-  // float32 input gradient for a float16 input, the CPU returns float16.
+  // The CPU keeps layer, batch and group norm statistics in the weight's
+  // dtype, or the input's without a weight, where Meta (like CUDA) promises
+  // float32 for layer and batch norm and the input's dtype for group norm;
+  // the CPU's backward then refuses statistics of another dtype. Batch norm
+  // outside training returns empty statistics on the CPU, of the input's
+  // channel count on Meta. Meta's answer is corrected (withCpuStatistics)
+  // and the call is queued as any other: timing-only mode runs it too.
   if (name == "aten::native_layer_norm" || name == "aten::native_group_norm" || name == "aten::native_batch_norm" ||
-      name == "aten::_native_batch_norm_legit" || name == "aten::_batch_norm_with_update" ||
-      name == "aten::native_group_norm_backward") {
-    return MetaAgreement::InFloat32AndFloat64;
+      name == "aten::_native_batch_norm_legit" || name == "aten::_batch_norm_with_update") {
+    return MetaAgreement::StatisticsLikeCpu;
   }
+  // Group norm's backward (found by the executor's check): Meta promises a
+  // float32 input gradient for a float16 input, the CPU returns float16.
+  if (name == "aten::native_group_norm_backward") return MetaAgreement::InFloat32AndFloat64;
   return MetaAgreement::Always;
 }
 
@@ -137,6 +141,7 @@ bool metaAgrees(const OperatorInfo& info, c10::ArrayRef<c10::IValue> args) {
   if (info.metaDistrusted.load(std::memory_order_relaxed)) return false;
   switch (info.meta) {
     case MetaAgreement::Always:
+    case MetaAgreement::StatisticsLikeCpu:
       return true;
     case MetaAgreement::Never:
       return false;
@@ -144,6 +149,37 @@ bool metaAgrees(const OperatorInfo& info, c10::ArrayRef<c10::IValue> args) {
       return !at::isReducedFloatingType(args[0].toTensor().scalar_type());
   }
   return false;
+}
+
+namespace {
+
+at::ScalarType cpuStatisticsDtype(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  std::optional<int> weight = schema.argumentIndexWithName("weight");
+  if (weight.has_value() && args[*weight].isTensor() && args[*weight].toTensor().defined()) {
+    return args[*weight].toTensor().scalar_type();
+  }
+  return args[0].toTensor().scalar_type();
+}
+
+}  // namespace
+
+std::shared_ptr<const Stack> withCpuStatistics(const OperatorInfo& info, const c10::FunctionSchema& schema,
+                                                     c10::ArrayRef<c10::IValue> args,
+                                                     std::shared_ptr<const Stack> meta) {
+  if (meta == nullptr || info.meta != MetaAgreement::StatisticsLikeCpu) return meta;
+  at::ScalarType dtype = cpuStatisticsDtype(schema, args);
+  std::optional<int> training = schema.argumentIndexWithName("training");
+  bool empty = training.has_value() && args[*training].isBool() && !args[*training].toBool();
+  auto corrected = std::make_shared<Stack>(*meta);
+  for (size_t i = 1; i < corrected->size(); ++i) {
+    if (!(*corrected)[i].isTensor()) continue;
+    const at::Tensor& statistic = (*corrected)[i].toTensor();
+    if (!statistic.defined() || !at::isFloatingType(statistic.scalar_type())) continue;
+    at::TensorOptions options = statistic.options().dtype(dtype);
+    (*corrected)[i] = empty ? at::empty_strided({0}, {1}, options)
+                            : at::empty_strided(statistic.sizes(), statistic.strides(), options);
+  }
+  return corrected;
 }
 
 bool kernelMightRefuse(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,

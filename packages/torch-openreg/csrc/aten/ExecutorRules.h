@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,7 +23,10 @@ namespace torch_openreg {
 // Whether an operator's Meta kernel promises the results its CPU kernel
 // produces. A device output cannot be resized or retyped once the kernel is
 // queued, so calls it does not promise run synchronously.
-enum class MetaAgreement { Always, Never, InFloat32AndFloat64 };
+// StatisticsLikeCpu: Meta's answer holds once the statistics (every
+// floating result after the first) are what the CPU kernel makes of them
+// (withCpuStatistics).
+enum class MetaAgreement { Always, Never, InFloat32AndFloat64, StatisticsLikeCpu };
 
 // What the executor derives once per operator from its (immutable) schema,
 // how often it ran the operator, and with which dtypes.
@@ -62,6 +66,13 @@ void forEachOperatorInfo(const std::function<void(OperatorInfo&)>& fn);
 
 // Whether the Meta kernel's answer holds for these arguments.
 bool metaAgrees(const OperatorInfo& info, c10::ArrayRef<c10::IValue> args);
+
+// For a StatisticsLikeCpu operator, Meta's answer with the statistics as
+// the CPU kernel makes them: in the weight's dtype (the input's without a
+// weight), and empty outside training; any other answer as it is.
+std::shared_ptr<const Stack> withCpuStatistics(const OperatorInfo& info, const c10::FunctionSchema& schema,
+                                                     c10::ArrayRef<c10::IValue> args,
+                                                     std::shared_ptr<const Stack> meta);
 
 // Whether the queued CPU kernel could refuse these arguments where the Meta
 // kernel accepted them (Note [Arguments a queued kernel could refuse]).
