@@ -337,10 +337,12 @@ _ATTENTION = {
     "_scaled_dot_product_flash_attention_for_cpu": (0, 4, False),
     "_scaled_dot_product_efficient_attention": (0, 6, False),
     "_scaled_dot_product_cudnn_attention": (0, 6, False),
+    "_scaled_dot_product_fused_attention_overrideable": (0, 5, False),  # a PrivateUse1 device's (openreg's)
     "_scaled_dot_product_flash_attention_backward": (1, 11, True),
     "_scaled_dot_product_flash_attention_for_cpu_backward": (1, 7, True),
     "_scaled_dot_product_efficient_attention_backward": (1, 11, True),
     "_scaled_dot_product_cudnn_attention_backward": (1, 14, True),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 13, True),
 }
 # FlashAttention-2's backward recomputes the scores and runs five products for the forward's two.
 ATTENTION_BACKWARD_FLOPS_RATIO = 2.5

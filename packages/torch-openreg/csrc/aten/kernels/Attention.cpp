@@ -1,8 +1,8 @@
 // Attention.cpp - scaled dot-product attention as one fused operator on
-// openreg, forward and backward, written with ATen operators that run on
-// the device. The forward keeps only the log-sum-exp of each row; the
-// backward recomputes the probabilities from it, as fused GPU kernels do, so
-// the attention matrix is never stored between the passes.
+// openreg, forward and backward, each pass one kernel whose body computes
+// with ATen's CPU operators. The forward keeps only the log-sum-exp of each
+// row; the backward recomputes the probabilities from it, as fused GPU
+// kernels do, so the attention matrix is never stored between the passes.
 #include "aten/kernels/Attention.h"
 
 #include <ATen/Context.h>
@@ -12,11 +12,15 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch_openreg/Kernel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
+
+#include "aten/kernels/SameDevice.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -42,11 +46,11 @@ at::Tensor scores(const at::Tensor& query, const at::Tensor& key, const at::Tens
   return s;
 }
 
-// result, in the layout PyTorch's meta functions give this operator's
-// results: like's order of dimensions by stride, over result's sizes
+// An empty device tensor of sizes in the layout PyTorch's meta functions
+// give this operator's results: like's order of dimensions by stride
 // (alloc_with_matching_layout, empty_like in torch/_meta_registrations.py).
 // torch.compile plans memory with those layouts, so the device must agree.
-at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
+at::Tensor emptyInLayoutOf(at::IntArrayRef sizes, const at::Tensor& like) {
   std::vector<int64_t> order(like.dim());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
@@ -54,10 +58,9 @@ at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
   int64_t stride = 1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     strides[*it] = stride;
-    stride *= result.size(*it);
+    stride *= sizes[*it];
   }
-  if (result.strides().vec() == strides) return result;
-  return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
+  return at::empty_strided(sizes, strides, like.options());
 }
 
 }  // namespace
@@ -76,17 +79,30 @@ int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tens
   return fused ? kOverrideable : kMath;
 }
 
+// Each pass is one kernel, as a GPU's fused attention is: the scores live
+// only inside it (in host memory while the simulator's kernel runs), never
+// in device memory, and a trace shows one attention kernel per pass.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                const std::optional<at::Tensor>& attnBias, double dropoutP, bool isCausal,
                bool returnDebugMask, std::optional<double> scale) {
   TORCH_CHECK(dropoutP == 0.0, "openreg's fused attention does not support dropout");
-  at::AutoDispatchBelowADInplaceOrView belowAutograd;  // one autograd node for the whole op
-  at::Tensor bias = attnBias.has_value() ? *attnBias : at::Tensor();
-  at::Tensor s = scores(query, key, bias, isCausal, scaleOf(query, scale));
-  at::Tensor logsumexp = s.logsumexp(-1);
-  at::Tensor output = inLayoutOf(at::matmul((s - logsumexp.unsqueeze(-1)).exp_(), value), query);
+  checkSameDevice("scaled_dot_product_attention", {{"query", &query}, {"key", &key}, {"value", &value}});
+  c10::DeviceGuard guard(query.device());
+  std::vector<int64_t> outputSizes = query.sizes().vec();
+  outputSizes.back() = value.size(-1);
+  at::Tensor output = emptyInLayoutOf(outputSizes, query);
+  at::Tensor logsumexp = at::empty(query.sizes().slice(0, query.dim() - 1), query.options());
+  std::vector<at::Tensor> operands{output, logsumexp, query, key, value};
+  bool hasBias = attnBias.has_value() && attnBias->defined();
+  if (hasBias) operands.push_back(*attnBias);
+  double s = scaleOf(query, scale);
+  launchKernel("scaled_dot_product_fused_attention", operands, [=](std::vector<at::Tensor>& v) {
+    at::Tensor scores_ = scores(v[2], v[3], hasBias ? v[5] : at::Tensor(), isCausal, s);
+    v[1].copy_(scores_.logsumexp(-1));
+    v[0].copy_(at::matmul((scores_ - v[1].unsqueeze(-1)).exp_(), v[4]));
+  });
   // The other results as PyTorch's meta function has them: no sequence
   // offsets or debug mask, the sequence lengths, 0-dim RNG seed and offset.
   at::Tensor none = at::empty({0}, query.options());
@@ -100,20 +116,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
     const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cumSeqQ,
     const at::Tensor& cumSeqK, int64_t maxQ, int64_t maxK, double dropoutP, bool isCausal,
     const at::Tensor& philoxSeed, const at::Tensor& philoxOffset, std::optional<double> scale) {
-  at::AutoDispatchBelowADInplaceOrView belowAutograd;
+  c10::DeviceGuard guard(query.device());
+  at::Tensor gradQuery = emptyInLayoutOf(query.sizes(), query);
+  at::Tensor gradKey = emptyInLayoutOf(key.sizes(), key);
+  at::Tensor gradValue = emptyInLayoutOf(value.sizes(), value);
+  bool hasBias = attnBias.defined();
+  at::Tensor gradBias = gradInputMask[3] && hasBias ? at::empty(attnBias.sizes(), attnBias.options()) : at::Tensor();
+  // Inputs first, then the gradients it writes, then the optional ones.
+  enum { kGradOut, kQuery, kKey, kValue, kOut, kLogsumexp, kGradQuery, kGradKey, kGradValue, kFirstOptional };
+  std::vector<at::Tensor> operands{gradOut, query, key, value, out, logsumexp, gradQuery, gradKey, gradValue};
+  if (hasBias) operands.push_back(attnBias);
+  if (gradBias.defined()) operands.push_back(gradBias);
   double s = scaleOf(query, scale);
-  at::Tensor p = (scores(query, key, attnBias, isCausal, s) - logsumexp.unsqueeze(-1)).exp_();
-  at::Tensor gradValue = at::matmul(p.transpose(-2, -1), gradOut);
-  at::Tensor gradP = at::matmul(gradOut, value.transpose(-2, -1));
-  at::Tensor rowDot = (gradOut * out).sum(-1, /*keepdim=*/true);
-  at::Tensor gradScores = p * (gradP - rowDot);  // softmax backward
-  at::Tensor gradQuery = at::matmul(gradScores, key).mul_(s);
-  at::Tensor gradKey = at::matmul(gradScores.transpose(-2, -1), query).mul_(s);
-  at::Tensor gradBias;
-  if (gradInputMask[3] && attnBias.defined()) {
-    gradBias = gradScores.sum_to_size(attnBias.sizes());
-  }
-  return {inLayoutOf(gradQuery, query), inLayoutOf(gradKey, key), inLayoutOf(gradValue, value), gradBias};
+  bool wantsGradBias = gradBias.defined();
+  launchKernel("scaled_dot_product_fused_attention_backward", operands, [=](std::vector<at::Tensor>& v) {
+    at::Tensor bias = hasBias ? v[kFirstOptional] : at::Tensor();
+    at::Tensor p = (scores(v[kQuery], v[kKey], bias, isCausal, s) - v[kLogsumexp].unsqueeze(-1)).exp_();
+    at::Tensor gradP = at::matmul(v[kGradOut], v[kValue].transpose(-2, -1));
+    at::Tensor rowDot = (v[kGradOut] * v[kOut]).sum(-1, /*keepdim=*/true);
+    at::Tensor gradScores = p * (gradP - rowDot);  // softmax backward
+    v[kGradValue].copy_(at::matmul(p.transpose(-2, -1), v[kGradOut]));
+    v[kGradQuery].copy_(at::matmul(gradScores, v[kKey]).mul_(s));
+    v[kGradKey].copy_(at::matmul(gradScores.transpose(-2, -1), v[kQuery]).mul_(s));
+    if (wantsGradBias) v[kFirstOptional + 1].copy_(gradScores.sum_to_size(bias.sizes()));
+  });
+  return {gradQuery, gradKey, gradValue, gradBias};
 }
 
 }  // namespace torch_openreg::native
