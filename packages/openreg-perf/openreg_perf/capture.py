@@ -66,6 +66,11 @@ class Trace:
     operator_starts_ns: list[int] = field(default_factory=list)
     recording_cost_per_operator_s: float = 0.0
     host_pauses_ns: list[tuple[int, int]] = field(default_factory=list)  # sorted (start, end)
+    # Whether FP32 matrix products and convolutions may run on TF32 units, as PyTorch's flags said when
+    # the region began: torch.backends.cuda.matmul.allow_tf32 (off by default) and
+    # torch.backends.cudnn.allow_tf32 (on by default: an FP32 convolution on an NVIDIA GPU is TF32).
+    tf32_matmul: bool = False
+    tf32_convolution: bool = True
 
 
 @contextmanager
@@ -74,7 +79,9 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
 
     Work queued before the region has finished when it starts (every device is synchronised first),
     so the region starts on idle devices, as a prediction assumes."""
-    trace = Trace(recording_cost_per_operator_s=recording_cost_per_operator())
+    trace = Trace(recording_cost_per_operator_s=recording_cost_per_operator(),
+                  tf32_matmul=torch.get_float32_matmul_precision() != "highest",
+                  tf32_convolution=torch.backends.cudnn.allow_tf32)
     for device in devices if devices is not None else range(torch.openreg.device_count()):
         torch.openreg.synchronize(device)
     with torch.openreg.record_activity() as recording:

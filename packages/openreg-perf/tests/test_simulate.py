@@ -42,7 +42,7 @@ def test_a_training_step_is_predicted_kernel_by_kernel(tmp_path):
         step()
     ops = {kernel.op for kernel in run.kernels}
     assert {"aten::addmm", "aten::mm"} <= ops  # forward and backward matrix products
-    assert all(kernel.seconds >= run.profile.chip.launch_overhead_s for kernel in run.kernels)
+    assert all(kernel.seconds >= run.profile.chip.kernel_floor_s for kernel in run.kernels)
     addmm = next(kernel for kernel in run.kernels if kernel.op == "aten::addmm")
     assert addmm.flops == 2 * 32 * 64 * 128 + 32 * 128 and addmm.bound in ("compute", "memory", "latency")
     assert run.total_time_s >= max(kernel.start_s + kernel.seconds for kernel in run.kernels)
@@ -86,6 +86,37 @@ def test_a_region_across_two_devices_keeps_their_streams_apart():
     assert copy.name == "memcpyPtoP"
     assert copy.seconds == pytest.approx(copy_seconds(512 * 512 * 4, "p2p", True, h100))
     del y0, moved
+
+
+def _predicted_kernel(fn, profile):
+    fn()
+    with openreg_perf.simulate(profile) as run:
+        fn()
+    (kernel,) = [kernel for kernel in run.kernels if kernel.category == "compute"]
+    return kernel
+
+
+def test_fp32_matrix_products_use_tf32_where_pytorch_s_flags_allow_it():
+    a = torch.randn(2048, 2048, device="openreg")
+    h100 = openreg_perf.load_profile("h100-sxm")
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default: FP32 on the FP32 units
+        fp32 = _predicted_kernel(lambda: a @ a, h100)
+        torch.backends.cuda.matmul.allow_tf32 = True  # as set_float32_matmul_precision("high")
+        tf32 = _predicted_kernel(lambda: a @ a, h100)
+        image, weight = torch.randn(32, 64, 56, 56, device="openreg"), torch.randn(64, 64, 3, 3, device="openreg")
+        convolution = lambda: torch.nn.functional.conv2d(image, weight)  # noqa: E731
+        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
+        conv_tf32 = _predicted_kernel(convolution, h100)
+        torch.backends.cudnn.allow_tf32 = False
+        conv_fp32 = _predicted_kernel(convolution, h100)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+    peaks = h100.peak.tf32_flops_per_s / h100.peak.fp32_flops_per_s
+    # Faster by the ratio of the peaks, less what the fixed costs (setup, kernel floor) take of it.
+    assert peaks / 2 < fp32.seconds / tf32.seconds <= peaks
+    assert peaks / 2 < conv_fp32.seconds / conv_tf32.seconds <= peaks
 
 
 def test_the_command_line_runs_a_script_and_prints_its_report(tmp_path):
