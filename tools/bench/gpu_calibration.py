@@ -31,14 +31,17 @@ import argparse
 import csv
 import datetime
 import platform
+import re
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # torch_ops and model_zoo: plain PyTorch models
@@ -135,41 +138,34 @@ def randn(*shape, dtype=torch.float32, device="cuda") -> torch.Tensor:
     return torch.randn(*shape, device=device).to(dtype)
 
 
-# ------------------------------------------------------------------------------------------ sections
+# ------------------------------------------------------------------------------------------- cases
 
-def launch(rows: Rows, timer: Timer) -> None:
-    device = timer.device
-    a, b, out = randn(1, device=device), randn(1, device=device), torch.empty(1, device=device)
-    add = lambda: torch.add(a, b, out=out)  # noqa: E731
-    seconds, samples = timer.per_call(add)
-    rows.add("launch: one-element add, back to back", "eager, out=, events around 1 sample", "FP32", seconds, samples)
-    seconds, samples = timer.per_call(lambda: a + b)
-    rows.add("launch: one-element add, back to back", "eager, allocating its output", "FP32", seconds, samples)
-    if timer.cuda:
-        seconds, samples = timer.graph_per_call(add)
-        rows.add("launch: one-element add, graph replay", "100 kernels per graph", "FP32", seconds, samples)
+@dataclass(frozen=True)
+class Case:
+    """One figure: what runs and how the CSV names it. make(device) makes the operands and returns the
+    call to time, so the same case runs on a GPU here and on openreg in tools/bench/perf_measured.py."""
 
-    def host_seconds(fn, calls: int = 200) -> tuple[float, list[float]]:
-        taken = []
-        for _ in range(calls):
-            began = time.perf_counter()
-            fn()
-            taken.append(time.perf_counter() - began)
-        return statistics.median(taken), taken
+    workload: str
+    config: str
+    precision: str
+    make: Callable[[str], Callable[[], object]]
+    graph_row: tuple[str, str] | None = None  # also timed replayed from a CUDA graph, as this row
+    tf32: bool | None = None  # FP32 matrix products and convolutions on TF32 units; None: PyTorch's defaults
+    max_calls: int = 2000
+    unit: str = "us"
+    cuda_only: bool = False
 
-    seconds, spread = host_seconds(timer.sync)
-    rows.add("host: synchronize an idle device", "time.perf_counter, median of 200", "n/a", seconds, spread,
-             metric="host time")
-    seconds, spread = host_seconds(lambda: (add(), timer.sync()))
-    rows.add("host: one-element add then synchronize", "time.perf_counter, median of 200", "FP32", seconds, spread,
-             metric="host time")
-    m1, m2 = randn(64, 64, device=device), randn(64, 64, device=device)
-    seconds, spread = host_seconds(lambda: (m1 @ m2, timer.sync()))
-    rows.add("host: 64x64 matmul then synchronize", "time.perf_counter, median of 200", "FP32", seconds, spread,
-             metric="host time")
-    seconds, spread = host_seconds(lambda: a.item())
-    rows.add("host: item() of a one-element tensor", "time.perf_counter, median of 200", "FP32", seconds, spread,
-             metric="host time")
+
+def launch_cases() -> list[Case]:
+    def add(allocating: bool):
+        def make(device):
+            a, b, out = randn(1, device=device), randn(1, device=device), torch.empty(1, device=device)
+            return (lambda: a + b) if allocating else (lambda: torch.add(a, b, out=out))
+        return make
+
+    return [Case("launch: one-element add, back to back", "eager, out=, events around 1 sample", "FP32", add(False),
+                 graph_row=("launch: one-element add, graph replay", "100 kernels per graph")),
+            Case("launch: one-element add, back to back", "eager, allocating its output", "FP32", add(True))]
 
 
 GEMM_SHAPES = (
@@ -180,217 +176,306 @@ GEMM_SHAPES = (
     + [(n, n, n) for n in (4000, 4224, 6144)]  # just under and past a 128 tile's wave
     + [(2048, 13312, 2048), (1024, 5120, 10240)]  # mamf-finder's best H100 / A100 shapes, M x K x N
 )
+FP8_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (1024, 14336, 9216))
 
 
-def gemm(rows: Rows, timer: Timer) -> None:
-    device = timer.device
+def gemm_cases() -> list[Case]:
+    def matmul(m, k, n, dtype):
+        def make(device):
+            x, w = randn(m, k, dtype=dtype, device=device), randn(k, n, dtype=dtype, device=device)
+            return lambda: x @ w
+        return make
+
+    def scaled_mm(m, k, n):
+        def make(device):
+            x = randn(m, k, device=device).to(torch.float8_e4m3fn)
+            w = randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+            one = torch.ones((), device=device)
+            return lambda: torch._scaled_mm(x, w, one, one, out_dtype=torch.bfloat16)
+        return make
+
+    cases = []
     for precision in ("BF16", "FP16", "TF32", "FP32"):
-        torch.backends.cuda.matmul.allow_tf32 = precision == "TF32"
-        shapes = GEMM_SHAPES if precision in ("BF16", "FP16") else [s for s in GEMM_SHAPES if s[0] == s[1] == s[2]]
-        for m, k, n in shapes:
-            if device == "cpu" and m * k * n > 1 << 27:
-                continue
-            x, w = randn(m, k, dtype=DTYPES[precision], device=device), randn(k, n, dtype=DTYPES[precision], device=device)
-            seconds, samples = timer.per_call(lambda: x @ w)
-            rows.add("GEMM torch.matmul", f"M={m} K={k} N={n}", precision, seconds, samples)
-            rows.note(f"GEMM M={m} K={k} N={n} {precision}: {2 * m * k * n / seconds / 1e12:.1f} TFLOP/s")
-            del x, w
-    torch.backends.cuda.matmul.allow_tf32 = False
-    if not timer.cuda:
-        return
-    for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (1024, 14336, 9216)]:
-        x = randn(m, k, device=device).to(torch.float8_e4m3fn)
-        w = randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
-        one = torch.ones((), device=device)
-        seconds, samples = timer.per_call(lambda: torch._scaled_mm(x, w, one, one, out_dtype=torch.bfloat16))
-        rows.add("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", seconds, samples)
-        rows.note(f"FP8 M={m} K={k} N={n}: {2 * m * k * n / seconds / 1e12:.1f} TFLOP/s")
+        square_only = precision in ("TF32", "FP32")
+        for m, k, n in GEMM_SHAPES:
+            if not square_only or m == k == n:
+                cases.append(Case("GEMM torch.matmul", f"M={m} K={k} N={n}", precision,
+                                  matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32"))
+    cases += [Case("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", scaled_mm(m, k, n), cuda_only=True)
+              for m, k, n in FP8_SHAPES]
+    return cases
 
 
-def elementwise_cases(elements: int, dtype, device: str) -> dict:
-    x, y = randn(elements, dtype=dtype, device=device), randn(elements, dtype=dtype, device=device)
-    out = torch.empty_like(x)
-    rows_of_1024 = x.view(-1, 1024) if elements >= 1024 else x.view(1, -1)
-    norm_shape = rows_of_1024.shape[-1:]
+def elementwise_calls(elements: int, dtype) -> dict:
+    """name -> make(device) of the kernels timed at every size."""
     other = torch.bfloat16 if dtype == torch.float32 else torch.float32
+
+    def kernel(call):
+        def make(device):
+            x, y = randn(elements, dtype=dtype, device=device), randn(elements, dtype=dtype, device=device)
+            out = torch.empty_like(x)
+            rows_of_1024 = x.view(-1, 1024) if elements >= 1024 else x.view(1, -1)
+            return lambda: call(x, y, out, rows_of_1024)
+        return make
+
     return {
-        "copy (out.copy_)": lambda: out.copy_(x),
-        "add (out=)": lambda: torch.add(x, y, out=out),
-        "mul by a scalar": lambda: x * 1.5,
-        "relu": lambda: torch.relu(x),
-        "gelu": lambda: F.gelu(x),
-        "exp": lambda: torch.exp(x),
-        "sum (all)": lambda: x.sum(),
-        "sum over rows of 1024": lambda: rows_of_1024.sum(-1),
-        "softmax over rows of 1024": lambda: torch.softmax(rows_of_1024, -1),
-        "layer_norm over rows of 1024": lambda: F.layer_norm(rows_of_1024, norm_shape),
-        f"cast to {str(other).split('.')[-1]}": lambda: x.to(other),
+        "copy (out.copy_)": kernel(lambda x, y, out, rows: out.copy_(x)),
+        "add (out=)": kernel(lambda x, y, out, rows: torch.add(x, y, out=out)),
+        "mul by a scalar": kernel(lambda x, y, out, rows: x * 1.5),
+        "relu": kernel(lambda x, y, out, rows: torch.relu(x)),
+        "gelu": kernel(lambda x, y, out, rows: F.gelu(x)),
+        "exp": kernel(lambda x, y, out, rows: torch.exp(x)),
+        "sum (all)": kernel(lambda x, y, out, rows: x.sum()),
+        "sum over rows of 1024": kernel(lambda x, y, out, rows: rows.sum(-1)),
+        "softmax over rows of 1024": kernel(lambda x, y, out, rows: torch.softmax(rows, -1)),
+        "layer_norm over rows of 1024": kernel(lambda x, y, out, rows: F.layer_norm(rows, rows.shape[-1:])),
+        f"cast to {str(other).split('.')[-1]}": kernel(lambda x, y, out, rows: x.to(other)),
     }
 
 
-def kernels(rows: Rows, timer: Timer) -> None:
-    device = timer.device
+def kernel_cases() -> list[Case]:
+    cases = []
     for precision, dtype in (("FP32", torch.float32), ("BF16", torch.bfloat16)):
         for log2 in range(10, 29, 2):
-            if device == "cpu" and log2 > 20:
-                continue
             elements = 1 << log2
-            for name, fn in elementwise_cases(elements, dtype, device).items():
-                seconds, samples = timer.per_call(fn)
-                rows.add(f"kernel: {name}", f"{elements} elements, eager back to back", precision, seconds, samples)
-                if timer.cuda and elements <= GRAPH_MAX_ELEMENTS:
-                    seconds, samples = timer.graph_per_call(fn)
-                    rows.add(f"kernel: {name}", f"{elements} elements, graph replay", precision, seconds, samples)
-            if timer.cuda:
-                torch.cuda.empty_cache()
+            for name, make in elementwise_calls(elements, dtype).items():
+                graph_row = (f"kernel: {name}", f"{elements} elements, graph replay")
+                cases.append(Case(f"kernel: {name}", f"{elements} elements, eager back to back", precision, make,
+                                  graph_row=graph_row if elements <= GRAPH_MAX_ELEMENTS else None))
+
+    def half(shape, call):
+        def make(device):
+            x = randn(*shape, dtype=torch.float16, device=device)
+            return lambda: call(x)
+        return make
+
     # The published A100 rows' shapes, in FP16, on this device.
-    for m, n in ((4096, 32), (4096, 256), (4096, 2048), (4096, 32768)):
-        x = randn(m, n, dtype=torch.float16, device=device)
-        seconds, samples = timer.per_call(lambda: torch.softmax(x, -1))
-        rows.add("softmax (last dim)", f"M={m} N={n}, eager back to back", "FP16", seconds, samples)
-    x = randn(32768, 4096, dtype=torch.float16, device=device)
-    seconds, samples = timer.per_call(lambda: F.layer_norm(x, (4096,)))
-    rows.add("layernorm", "M=32768 N=4096, eager back to back", "FP16", seconds, samples)
-    for elements in (1024, 1 << 20, 1 << 29):
-        if device == "cpu" and elements > 1 << 20:
-            continue
-        x = randn(elements, dtype=torch.float16, device=device)
-        seconds, samples = timer.per_call(lambda: F.gelu(x))
-        rows.add("gelu", f"{elements} elements, eager back to back", "FP16", seconds, samples)
-        del x
+    cases += [Case("softmax (last dim)", f"M={m} N={n}, eager back to back", "FP16",
+                   half((m, n), lambda x: torch.softmax(x, -1)))
+              for m, n in ((4096, 32), (4096, 256), (4096, 2048), (4096, 32768))]
+    cases.append(Case("layernorm", "M=32768 N=4096, eager back to back", "FP16",
+                      half((32768, 4096), lambda x: F.layer_norm(x, (4096,)))))
+    cases += [Case("gelu", f"{elements} elements, eager back to back", "FP16", half((elements,), F.gelu))
+              for elements in (1024, 1 << 20, 1 << 29)]
+    return cases
 
 
 COPY_SIZES = [1 << log2 for log2 in range(12, 31, 3)]  # 4 KiB to 1 GiB
 
 
-def copies(rows: Rows, timer: Timer) -> None:
-    if not timer.cuda:
-        return
-    for size in COPY_SIZES:
-        elements = size // 4
-        device = torch.empty(elements, device="cuda").normal_()
-        other = torch.empty(elements, device="cuda")
-        pinned, pageable = torch.randn(elements).pin_memory(), torch.randn(elements)
-        cases = {
-            "host to device, pinned": lambda: device.copy_(pinned, non_blocking=True),
-            "host to device, pageable": lambda: device.copy_(pageable),
-            "device to host, pinned": lambda: pinned.copy_(device, non_blocking=True),
-            "device to host, pageable": lambda: pageable.copy_(device),
-            "device to device": lambda: other.copy_(device),
-        }
-        for name, fn in cases.items():
-            seconds, samples = timer.per_call(fn, max_calls=500)
-            rows.add(f"copy: {name}", f"{size} bytes", "n/a", seconds, samples)
-            rows.note(f"copy {name} {size} bytes: {size / seconds / 1e9:.1f} GB/s")
-        del device, other, pinned, pageable
-    torch.cuda.empty_cache()
+def copy_cases() -> list[Case]:
+    def copy(size, direction, pinned):
+        def make(device):
+            elements = size // 4
+            on_device = torch.empty(elements, device=device).normal_()
+            if direction == "device to device":
+                other = torch.empty(elements, device=device)
+                return lambda: other.copy_(on_device)
+            host = torch.randn(elements).pin_memory() if pinned else torch.randn(elements)
+            if direction == "host to device":
+                return lambda: on_device.copy_(host, non_blocking=pinned)
+            return lambda: host.copy_(on_device, non_blocking=pinned)
+        return make
+
+    kinds = (("host to device", True), ("host to device", False), ("device to host", True),
+             ("device to host", False), ("device to device", False))
+    return [Case(f"copy: {direction}" + ("" if direction == "device to device" else
+                                         ", pinned" if pinned else ", pageable"),
+                 f"{size} bytes", "n/a", copy(size, direction, pinned), max_calls=500)
+            for size in COPY_SIZES for direction, pinned in kinds]
 
 
 RESNET50_CONVOLUTIONS = (  # (channels in, channels out, kernel, stride, image side), batch 32
     (3, 64, 7, 2, 224), (64, 64, 3, 1, 56), (256, 64, 1, 1, 56), (128, 128, 3, 1, 28),
     (256, 256, 3, 1, 14), (512, 2048, 1, 1, 7),
 )
+ATTENTION_SHAPES = ((8, 16, 512, 64, False), (8, 16, 2048, 64, False), (8, 16, 2048, 128, True),
+                    (1, 32, 8192, 128, True))
 
 
-def layers(rows: Rows, timer: Timer) -> None:
-    if not timer.cuda:
-        return
-    device = "cuda"
-    for precision, dtype, memory_format in (("BF16", torch.bfloat16, torch.channels_last),
-                                            ("FP32", torch.float32, torch.contiguous_format)):
-        torch.backends.cudnn.allow_tf32 = False
-        for c_in, c_out, k, stride, side in RESNET50_CONVOLUTIONS:
+def layer_cases() -> list[Case]:
+    def convolution(c_in, c_out, k, stride, side, dtype, memory_format, weight_gradient):
+        def make(device):
             image = randn(32, c_in, side, side, dtype=dtype, device=device).contiguous(memory_format=memory_format)
             weight = randn(c_out, c_in, k, k, dtype=dtype, device=device).contiguous(memory_format=memory_format)
             image.requires_grad_(c_in != 3)
             weight.requires_grad_()
             forward = lambda: F.conv2d(image, weight, stride=stride, padding=k // 2)  # noqa: E731
-            seconds, samples = timer.per_call(forward)
+            if not weight_gradient:
+                return forward
+            grad = torch.randn_like(forward())
+            return lambda: torch.autograd.grad(forward(), (weight,), grad)
+        return make
+
+    def attention(batch, heads, sequence, dim, causal, backward):
+        def make(device):
+            q, k, v = (randn(batch, heads, sequence, dim, dtype=torch.bfloat16, device=device).requires_grad_()
+                       for _ in range(3))
+            forward = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+            if not backward:
+                return forward
+            grad = torch.randn_like(forward())
+            return lambda: torch.autograd.grad(forward(), (q, k, v), grad)
+        return make
+
+    def embedding(device):
+        table, ids = randn(50257, 768, device=device), torch.randint(0, 50257, (8, 512), device=device)
+        return lambda: F.embedding(ids, table)
+
+    def cross_entropy(device):
+        logits = randn(4096, 50257, dtype=torch.bfloat16, device=device)
+        labels = torch.randint(0, 50257, (4096,), device=device)
+        return lambda: F.cross_entropy(logits, labels)
+
+    def adamw(fused):
+        def make(device):
+            parameters = [torch.nn.Parameter(randn(4096, 4096, device=device)) for _ in range(8)]
+            for p in parameters:
+                p.grad = torch.randn_like(p)
+            return torch.optim.AdamW(parameters, lr=1e-4, fused=fused, foreach=None if fused else True).step
+        return make
+
+    cases = []
+    for precision, dtype, memory_format in (("BF16", torch.bfloat16, torch.channels_last),
+                                            ("FP32", torch.float32, torch.contiguous_format)):
+        for c_in, c_out, k, stride, side in RESNET50_CONVOLUTIONS:
             config = f"N=32 C={c_in} K={c_out} R=S={k} stride={stride} H=W={side}"
-            rows.add("conv2d forward", config, precision, seconds, samples)
-            output = forward()
-            grad = torch.randn_like(output)
-            seconds, samples = timer.per_call(lambda: torch.autograd.grad(forward(), (weight,), grad))
-            rows.add("conv2d forward + weight gradient", config, precision, seconds, samples)
-    for batch, heads, sequence, dim, causal in ((8, 16, 512, 64, False), (8, 16, 2048, 64, False),
-                                                (8, 16, 2048, 128, True), (1, 32, 8192, 128, True)):
-        q, k, v = (randn(batch, heads, sequence, dim, dtype=torch.bfloat16, device=device).requires_grad_()
-                   for _ in range(3))
-        attention = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+            for name, gradient in (("conv2d forward", False), ("conv2d forward + weight gradient", True)):
+                cases.append(Case(name, config, precision, tf32=False,
+                                  make=convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradient)))
+    for batch, heads, sequence, dim, causal in ATTENTION_SHAPES:
         config = f"B={batch} H={heads} S={sequence} D={dim} causal={causal}"
-        seconds, samples = timer.per_call(attention)
-        rows.add("scaled_dot_product_attention forward", config, "BF16", seconds, samples)
-        grad = torch.randn_like(attention())
-        seconds, samples = timer.per_call(lambda: torch.autograd.grad(attention(), (q, k, v), grad))
-        rows.add("scaled_dot_product_attention forward + backward", config, "BF16", seconds, samples)
-    table = randn(50257, 768, device=device)
-    ids = torch.randint(0, 50257, (8, 512), device=device)
-    seconds, samples = timer.per_call(lambda: F.embedding(ids, table))
-    rows.add("embedding", "50257 x 768 table, 8 x 512 ids", "FP32", seconds, samples)
-    logits, labels = randn(4096, 50257, dtype=torch.bfloat16, device=device), torch.randint(0, 50257, (4096,), device=device)
-    seconds, samples = timer.per_call(lambda: F.cross_entropy(logits, labels))
-    rows.add("cross_entropy", "4096 x 50257 logits", "BF16", seconds, samples)
-    parameters = [torch.nn.Parameter(randn(4096, 4096, device=device)) for _ in range(8)]
-    for p in parameters:
-        p.grad = torch.randn_like(p)
-    for fused in (True, False):
-        optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=fused, foreach=None if fused else True)
-        seconds, samples = timer.per_call(optimizer.step)
-        rows.add("AdamW step", f"8 x 4096 x 4096 FP32 parameters, {'fused' if fused else 'foreach'}", "FP32",
-                 seconds, samples)
+        for name, backward in (("scaled_dot_product_attention forward", False),
+                               ("scaled_dot_product_attention forward + backward", True)):
+            cases.append(Case(name, config, "BF16", attention(batch, heads, sequence, dim, causal, backward)))
+    cases.append(Case("embedding", "50257 x 768 table, 8 x 512 ids", "FP32", embedding))
+    cases.append(Case("cross_entropy", "4096 x 50257 logits", "BF16", cross_entropy))
+    cases += [Case("AdamW step", f"8 x 4096 x 4096 FP32 parameters, {'fused' if fused else 'foreach'}", "FP32",
+                   adamw(fused)) for fused in (True, False)]
+    return cases
 
 
-def steps(rows: Rows, timer: Timer) -> None:
+def step_cases() -> list[Case]:
     import model_zoo
     import torch_ops
 
-    device = timer.device
-    for name, (build, make_batch) in torch_ops.MODELS.items():
-        step = torch_ops.training_step(build, make_batch, device)
-        seconds, samples = timer.per_call(step, max_calls=200)
-        rows.add(f"training step: tools/bench/torch_ops.py {name}", "SGD, eager", "FP32", seconds, samples)
-    for name, builder in model_zoo.MODELS.items():
-        try:
+    def small_model(build, make_batch):
+        return lambda device: torch_ops.training_step(build, make_batch, device)
+
+    def zoo_model(builder):
+        def make(device):
             torch.manual_seed(0)
             model, batch = builder()
-        except ImportError as error:
-            rows.note(f"{name} skipped: {error}")
-            continue
-        model = model.to(device)
-        batch = {key: value.to(device) for key, value in batch.items()}
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            model = model.to(device)
+            batch = {key: value.to(device) for key, value in batch.items()}
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+            def step():
+                optimizer.zero_grad()
+                model_zoo.loss_of(model(**batch)).backward()
+                optimizer.step()
+            return step
+        return make
+
+    def gpt2_small(device):
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config()).to(device)  # GPT-2 small: 124M parameters
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        ids = torch.randint(0, 50257, (8, 512), device=device)
 
         def step():
             optimizer.zero_grad()
-            model_zoo.loss_of(model(**batch)).backward()
+            with torch.autocast(device, torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
             optimizer.step()
-        seconds, samples = timer.per_call(step, max_calls=200)
-        rows.add(f"training step: tools/bench/model_zoo.py {name}", "AdamW, eager", "FP32", seconds, samples)
-    if not timer.cuda:
-        return
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config()).to(device)  # GPT-2 small: 124M parameters
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    ids = torch.randint(0, 50257, (8, 512), device=device)
+        return step
 
-    def gpt2_step():
-        optimizer.zero_grad()
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-    seconds, samples = timer.per_call(gpt2_step, max_calls=50)
-    rows.add("training step: GPT-2 small (transformers GPT2Config())", "batch 8 x 512 tokens, autocast, fused AdamW",
-             "BF16 autocast", seconds, samples, unit="ms")
+    cases = [Case(f"training step: tools/bench/torch_ops.py {name}", "SGD, eager", "FP32", small_model(*model),
+                  max_calls=200) for name, model in torch_ops.MODELS.items()]
+    cases += [Case(f"training step: tools/bench/model_zoo.py {name}", "AdamW, eager", "FP32", zoo_model(builder),
+                   max_calls=200) for name, builder in model_zoo.MODELS.items()]
+    cases.append(Case("training step: GPT-2 small (transformers GPT2Config())",
+                      "batch 8 x 512 tokens, autocast, fused AdamW", "BF16 autocast", gpt2_small, max_calls=50,
+                      unit="ms"))
+    return cases
 
 
-SECTIONS = {"launch": launch, "gemm": gemm, "kernels": kernels, "copies": copies, "steps": steps,
-            "layers": layers}
+CASES = {"launch": launch_cases, "gemm": gemm_cases, "kernels": kernel_cases, "copies": copy_cases,
+         "steps": step_cases, "layers": layer_cases}
+
+
+@contextmanager
+def tf32(enabled: bool | None) -> Iterator[None]:
+    """TF32 for FP32 matrix products (torch.backends.cuda.matmul.allow_tf32, off by default) and
+    convolutions (torch.backends.cudnn.allow_tf32, on by default), or PyTorch's defaults if None."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = matmul.allow_tf32, cudnn.allow_tf32
+    matmul.allow_tf32, cudnn.allow_tf32 = (False, True) if enabled is None else (enabled, enabled)
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = before
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+def too_big_for_a_dry_run(case: Case) -> bool:
+    """--device cpu checks the script: cases beyond a few hundred MB of work are left out there."""
+    numbers = [int(n) for n in re.findall(r"\d+", case.config)]
+    if case.cuda_only:
+        return True
+    if case.workload.startswith("GEMM"):
+        return numbers[0] * numbers[1] * numbers[2] > 1 << 27
+    if case.workload.startswith(("kernel", "gelu")):
+        return numbers[0] > 1 << 20
+    return case.workload.startswith(("copy", "conv2d", "training step: GPT-2 small", "scaled_dot", "embedding",
+                                     "cross_entropy", "AdamW", "softmax", "layernorm"))
+
+
+def measure(cases: list[Case], rows: Rows, timer: Timer) -> None:
+    for case in cases:
+        if not timer.cuda and too_big_for_a_dry_run(case):
+            continue
+        fn = None
+        try:
+            with tf32(case.tf32):
+                fn = case.make(timer.device)
+                seconds, samples = timer.per_call(fn, case.max_calls)
+                rows.add(case.workload, case.config, case.precision, seconds, samples, unit=case.unit)
+                if case.graph_row and timer.cuda:
+                    seconds, samples = timer.graph_per_call(fn)
+                    rows.add(*case.graph_row, case.precision, seconds, samples, unit=case.unit)
+        except ImportError as error:
+            rows.note(f"{case.workload} | {case.config} not run: {error}")
+        del fn
+        if timer.cuda:
+            torch.cuda.empty_cache()
+
+
+def host_round_trips(rows: Rows, timer: Timer) -> None:
+    """Host time of a synchronisation and of small work waited for, from the host clock."""
+    device = timer.device
+    a, b, out = randn(1, device=device), randn(1, device=device), torch.empty(1, device=device)
+    m1, m2 = randn(64, 64, device=device), randn(64, 64, device=device)
+    calls = {"host: synchronize an idle device": ("n/a", timer.sync),
+             "host: one-element add then synchronize": ("FP32", lambda: (torch.add(a, b, out=out), timer.sync())),
+             "host: 64x64 matmul then synchronize": ("FP32", lambda: (m1 @ m2, timer.sync())),
+             "host: item() of a one-element tensor": ("FP32", a.item)}
+    for workload, (precision, fn) in calls.items():
+        taken = []
+        for _ in range(200):
+            began = time.perf_counter()
+            fn()
+            taken.append(time.perf_counter() - began)
+        rows.add(workload, "time.perf_counter, median of 200", precision, statistics.median(taken), taken,
+                 metric="host time")
 
 
 def environment(device: str) -> tuple[str, list[str]]:
-    lines = [f"measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by tools/bench/gpu_calibration.py",
+    now = datetime.datetime.now(datetime.UTC)
+    lines = [f"measured {now:%Y-%m-%d %H:%M} UTC by tools/bench/gpu_calibration.py",
              f"torch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}"]
     if device != "cuda":
         return f"host CPU ({platform.processor() or platform.machine()})", lines
@@ -413,7 +498,7 @@ def main() -> None:
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument("--budget-s", type=float, default=330.0, help="start no section after this many seconds")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--sections", default=",".join(CASES))
     args = parser.parse_args()
     began = time.monotonic()
     timer = Timer(args.device)
@@ -430,7 +515,9 @@ def main() -> None:
             continue
         print(f"== {name} (at {spent:.0f} s)", flush=True)
         try:
-            SECTIONS[name](rows, timer)
+            measure(CASES[name](), rows, timer)
+            if name == "launch":
+                host_round_trips(rows, timer)
         except Exception as error:  # keep the other sections' figures: note what failed and go on
             rows.note(f"section {name} stopped: {type(error).__name__}: {str(error)[:300]}")
         rows.note(f"section {name} took {time.monotonic() - began - spent:.1f} s")

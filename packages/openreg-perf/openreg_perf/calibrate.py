@@ -145,6 +145,7 @@ compute_units = {os.cpu_count()}  # cores
 clock_hz = {_cpu_clock_hz():.4g}  # /proc/cpuinfo
 l2_bytes = {int(template.chip.l2_bytes)}  # from the template
 launch_overhead_s = {figures['launch_overhead_s']:.4g}  # measured: back-to-back one-element neg
+kernel_floor_s = {figures['launch_overhead_s']:.4g}  # as a launch: the simulator's stream worker takes each in turn
 matrix_tile_m = {TILE}  # assumption: a cache-blocked CPU GEMM's blocks
 matrix_tile_n = {TILE}
 

@@ -5,7 +5,8 @@ achievable fractions of peak that grow with size, and alpha-beta collectives per
 Not a scheduler (timeline.py overlaps streams and hosts) and not a fitter (fit.py chooses the efficiencies).
 
 Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* its [collectives]):
-  kernel    t = launch + max(t_compute, t_memory)
+  kernel    t = floor + max(t_compute, t_memory)      (floor: chip.kernel_floor_s, the device's own time
+                                                    per kernel; the host's per launch is the replay's)
   matrix    tile = min(tile_m, m) x min(tile_n, n); waves = ceil(batch * tiles(m) * tiles(n) / compute_units)
             t_compute = e.matrix_setup + waves * 2 * tile_m * tile_n * (k + e.matrix_half_depth)
                                                / (peak[precision] / compute_units * e.matrix_fraction)
@@ -52,12 +53,14 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     peak = _peak(cost, dtype, profile)
     compute, fixed = _compute_seconds(cost, peak, profile)
     memory = _memory_seconds(cost.bytes, profile)
-    launch = profile.chip.launch_overhead_s
+    launch = profile.chip.kernel_floor_s
     seconds = launch + max(compute, memory)
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
         bound, fraction = "memory", cost.bytes / (seconds * profile.memory.bandwidth_bytes_per_s)
+        efficiency = profile.efficiency  # a small transfer's latency: memory_half_bytes at the fitted rate
+        fixed = efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * efficiency.memory_fraction)
     if launch + fixed > seconds / 2:
         bound = "latency"
     return Prediction(seconds, bound, fraction)
@@ -104,7 +107,7 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
             return links.host_latency_s + nbytes / links.host_pageable_bytes_per_s
         return links.host_latency_s + nbytes / (links.host_pinned_bytes_per_s * profile.efficiency.copy_fraction)
     if kind == "d2d":  # read and write the same memory
-        return profile.chip.launch_overhead_s + _memory_seconds(2 * nbytes, profile)
+        return profile.chip.kernel_floor_s + _memory_seconds(2 * nbytes, profile)
     if kind == "p2p":
         peer_rate = _link_rate(profile, ranks=2)
         return links.device_link_latency_s + nbytes / (peer_rate * profile.efficiency.copy_fraction)

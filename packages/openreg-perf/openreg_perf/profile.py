@@ -50,7 +50,8 @@ class Chip:
     compute_units: int  # SMs (NVIDIA), CUs (AMD), matrix engines or cores
     clock_hz: float  # the clock the peak rates are quoted at
     l2_bytes: float
-    launch_overhead_s: float  # shortest time one kernel occupies its stream, launch included
+    launch_overhead_s: float  # the host's time per kernel launch, as PyTorch issues them eagerly
+    kernel_floor_s: float  # shortest time one kernel occupies its stream (a CUDA graph's replay shows it)
     matrix_tile_m: int  # output tile one compute unit works on in a matrix kernel (rows)
     matrix_tile_n: int  # (columns)
 

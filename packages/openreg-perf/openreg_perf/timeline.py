@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
 from .costs import Cost, cost_of, message_bytes
-from .model import collective_seconds, copy_seconds, kernel_seconds
+from .model import MATRIX_KINDS, collective_seconds, copy_seconds, kernel_seconds
 from .profile import Profile
 
 # occl's kernels (openreg-distributed's collectives) and the collective of the model each one is.
@@ -171,13 +171,20 @@ class _Replay:
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
             nbytes = message_bytes(work.op) if work.op is not None else 0.0
             seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
-            return max(seconds, self.profile.chip.launch_overhead_s), "collective", "latency", 0.0, cost
+            return max(seconds, self.profile.chip.kernel_floor_s), "collective", "latency", 0.0, cost
         category = "memset" if work.kind == "memset" else "compute"
-        if cost is None:  # work no recorded operator queued: a launch's worth of time
-            return self.profile.chip.launch_overhead_s, category, "latency", 0.0, None
-        prediction = kernel_seconds(cost, None, self.profile)
-        seconds = max(prediction.seconds, self.profile.chip.launch_overhead_s)
+        if cost is None:  # work no recorded operator queued: the shortest a kernel takes
+            return self.profile.chip.kernel_floor_s, category, "latency", 0.0, None
+        prediction = kernel_seconds(cost, self._precision(cost), self.profile)
+        seconds = max(prediction.seconds, self.profile.chip.kernel_floor_s)
         return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost
+
+    def _precision(self, cost: Cost) -> str | None:
+        """TF32 for an FP32 matrix kernel where PyTorch's flags allowed it (Trace.tf32_*), else the cost's."""
+        if cost.precision != "fp32":
+            return None
+        allowed = self.trace.tf32_convolution if cost.kind == "conv" else self.trace.tf32_matmul
+        return "tf32" if allowed and cost.kind in MATRIX_KINDS else None
 
     def _copy_seconds(self, work: Work, cost: Cost | None, pinned: bool) -> float:
         kind = COPY_KINDS.get(work.name, "d2d")

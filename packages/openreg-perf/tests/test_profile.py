@@ -110,7 +110,7 @@ def test_non_numeric_field_is_refused(tmp_path):
 
 
 def test_boolean_is_not_a_number(tmp_path):
-    path = _variant(tmp_path, "launch_overhead_s = 4e-6", "launch_overhead_s = true")
+    path = _variant(tmp_path, "launch_overhead_s = 8.2e-6", "launch_overhead_s = true")
     _refused(path, "'chip.launch_overhead_s'", "must be a number")
 
 

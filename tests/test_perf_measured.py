@@ -1,0 +1,67 @@
+"""openreg-perf against the GPU this project measured (tools/bench/measured/, by
+tools/bench/gpu_calibration.py on an H100): the data and the script that made it agree, and the
+bundled h100-sxm profile keeps predicting a few representative rows within the error measured when
+the profile took its launch and copy figures from them (tools/bench/perf_measured.py prints all)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "tools" / "bench"
+MEASURED = sorted((BENCH / "measured").glob("*.csv"))
+
+
+def _measured_keys(path: Path) -> set[tuple[str, str, str]]:
+    with open(path, newline="") as file:
+        return {(row["workload"], row["config"], row["precision"])
+                for row in csv.DictReader(line for line in file if not line.startswith("#"))}
+
+
+def test_every_measured_row_is_a_case_of_the_script_that_measured_it():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_calibration
+    finally:
+        sys.path.remove(str(BENCH))
+    produced = set()
+    for make_cases in gpu_calibration.CASES.values():
+        for case in make_cases():
+            produced.add((case.workload, case.config, case.precision))
+            if case.graph_row:
+                produced.add((*case.graph_row, case.precision))
+    assert MEASURED, "no measured CSV in tools/bench/measured"
+    for path in MEASURED:
+        keys = _measured_keys(path)
+        host_rows = {key for key in keys if key[0].startswith("host:")}
+        assert len(host_rows) == 4
+        assert keys - host_rows <= produced, f"{path.name}: rows no case makes"
+        assert len(keys - host_rows) > 500
+
+
+# (row, largest |predicted / measured - 1| allowed): about twice what it was when the profile was fitted.
+REPRESENTATIVE = [
+    ("GEMM torch.matmul | M=4096 K=4096 N=4096 | BF16", 0.15),  # compute-bound: 0.99
+    ("GEMM torch.matmul | M=4096 K=4096 N=4096 | TF32", 0.30),  # TF32 from PyTorch's flag: 0.88
+    ("kernel: add (out=) | 1024 elements, eager back to back | FP32", 0.25),  # the host's launch: 0.97
+    ("kernel: add (out=) | 67108864 elements, eager back to back | FP32", 0.15),  # memory-bound: 1.02
+    ("copy: host to device, pinned | 1073741824 bytes", 0.10),  # the host link: 0.98
+    ("training step: GPT-2 small", 0.20),  # a compute-bound step, timing-only: 1.04
+]
+
+
+@pytest.mark.needs_packages("openreg-perf")
+@pytest.mark.parametrize("row, allowed", REPRESENTATIVE, ids=[row for row, _ in REPRESENTATIVE])
+def test_the_h100_profile_predicts_what_an_h100_measured(row, allowed):
+    done = subprocess.run([sys.executable, str(BENCH / "perf_measured.py"), "--rows", "--match", row],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ratios = [float(ratio) for ratio in re.findall(r"ratio\s+([\d.]+)", done.stdout)]
+    assert ratios, done.stdout
+    assert abs(ratios[0] - 1) <= allowed, done.stdout

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Check openreg-perf against a GPU this project measured itself, a device the model was never fitted to.
+
+tools/bench/measured/ holds the CSVs that tools/bench/gpu_calibration.py wrote on a real GPU (the date
+and the device are in each file's name and header). Every measured case is rebuilt from that script's
+own case list (gpu_calibration.CASES), run on openreg under openreg_perf.simulate(PROFILE, host="launches")
+(in timing-only mode, execute=False, except copies to the host), and its predicted time per call set
+beside the measurement (the mean of the runs in the folder). host="launches" is the device's view:
+a host that does nothing but launch, as a GPU measured with events back to back sees it when its host
+keeps up. Rows measured from a CUDA graph's replay are compared with the predicted kernel time alone
+(a graph has no launch gaps). Host round trips (host: ...) are the host's, not the model's, and FP8
+rows need torch._scaled_mm, which openreg does not run: both are listed as not predicted.
+
+Prints one line per row (measured, predicted, ratio) with --rows, and always the mean absolute
+percentage error per class: a row is "launch-bound" if it was measured under 20 us, else it takes its
+family's class (GEMM, kernels, copies, layers, training steps). Four figures of the bundled h100-sxm
+profile were read off these measurements (launch overhead, kernel floor, a copy's latency, the pageable
+rate); nothing was fitted to them: a class's error is what a user of the profile gets on that device.
+
+    .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--match TEXT] [--measured DIR]
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import openreg_perf
+
+HERE = Path(__file__).resolve().parent
+LAUNCH_BOUND_SECONDS = 20e-6
+UNITS = {"us": 1e-6, "ms": 1e-3}
+
+
+def measured_rows(folder: Path) -> dict[tuple[str, str, str], list[float]]:
+    """(workload, config, precision) -> the seconds each run measured, over every CSV in folder."""
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    for path in sorted(folder.glob("*.csv")):
+        with open(path, newline="") as file:
+            for row in csv.DictReader(line for line in file if not line.startswith("#")):
+                key = (row["workload"], row["config"], row["precision"])
+                rows.setdefault(key, []).append(float(row["value"]) * UNITS[row["unit"]])
+    return rows
+
+
+def row_class(workload: str, seconds: float) -> str:
+    if seconds < LAUNCH_BOUND_SECONDS:
+        return "launch-bound (under 20 us)"
+    for prefix, name in (("GEMM", "GEMM"), ("kernel", "kernels"), ("softmax", "kernels"), ("layernorm", "kernels"),
+                         ("gelu", "kernels"), ("copy", "copies"), ("training step", "training steps")):
+        if workload.startswith(prefix):
+            return name
+    return "layers"
+
+
+def predict(case, profile: str, calls: int = 10) -> tuple[float, float]:
+    """Predicted (seconds per call back to back, kernel seconds per call) of a gpu_calibration case:
+    in timing-only mode, except a copy to the host, which needs values and is executed."""
+    return _predict(case, profile, calls, execute=case.workload.startswith("copy: device to host"))
+
+
+def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, float]:
+    import gpu_calibration
+    import torch
+
+    torch.openreg.set_timing_only(not execute)  # the operands too: without execute, nothing is computed
+    try:
+        with gpu_calibration.tf32(case.tf32):
+            fn = case.make("openreg")
+            fn()  # the first call of each operator runs synchronously on openreg: keep it out of the region
+            with openreg_perf.simulate(profile, execute=execute, host="launches") as run:
+                for _ in range(calls):
+                    fn()
+        del fn
+    finally:
+        torch.openreg.set_timing_only(False)
+        torch.openreg.empty_cache()
+    kernel_seconds = sum(kernel.seconds for kernel in run.kernels)
+    return run.total_time_s / calls, kernel_seconds / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="h100-sxm")
+    parser.add_argument("--measured", type=Path, default=HERE / "measured")
+    parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument("--match", default="", help="only the cases whose 'workload | config | precision' has this")
+    args = parser.parse_args()
+    openreg_perf.devices_for(args.profile)  # timing-only prediction: devices of the target's capacity
+    sys.path.insert(0, str(HERE))
+    import gpu_calibration
+
+    measured = measured_rows(args.measured)
+    errors: dict[str, list[float]] = {}
+    not_predicted: list[str] = []
+    for make_cases in gpu_calibration.CASES.values():
+        for case in make_cases():
+            rows = [(case.workload, case.config, case.precision)]
+            if case.graph_row:
+                rows.append((*case.graph_row, case.precision))
+            if rows[0] not in measured or args.match not in " | ".join(rows[0]):
+                continue
+            if case.cuda_only:
+                not_predicted.append(f"{case.workload} | {case.config}: openreg does not run it")
+                continue
+            try:
+                per_call, kernels = predict(case, args.profile)
+            except Exception as error:  # noqa: BLE001 - report the row and go on with the others
+                not_predicted.append(f"{case.workload} | {case.config}: {type(error).__name__}: {error}"[:200])
+                continue
+            for key, predicted in zip(rows, (per_call, kernels), strict=False):
+                seconds = statistics.mean(measured[key])
+                errors.setdefault(row_class(key[0], seconds), []).append(abs(predicted - seconds) / seconds)
+                if args.rows:
+                    print(f"{key[0][:44]:<44} {key[1][:40]:<40} {key[2]:<9} measured {seconds * 1e6:>10.1f} us"
+                          f"  predicted {predicted * 1e6:>10.1f} us  ratio {predicted / seconds:5.2f}", flush=True)
+    if not errors:
+        sys.exit(f"no measured row matches {args.match!r}")
+    host_rows = sum(1 for key in measured if key[0].startswith("host:"))
+    print(f"\nopenreg-perf's {args.profile} profile against {args.measured.relative_to(HERE.parents[1])} "
+          "(only its launch, kernel floor, copy latency and pageable rate come from those rows):\n"
+          "mean absolute error of the predicted time per call")
+    print(f"{'class':<28} {'rows':>5} {'error':>8} {'within 25 %':>12}")
+    everything = []
+    for name in ("GEMM", "kernels", "copies", "layers", "training steps", "launch-bound (under 20 us)"):
+        values = errors.get(name, [])
+        everything += values
+        if values:
+            within = sum(value <= 0.25 for value in values) / len(values)
+            print(f"{name:<28} {len(values):>5} {statistics.mean(values):>8.1%} {within:>12.0%}")
+    print(f"{'all':<28} {len(everything):>5} {statistics.mean(everything):>8.1%}")
+    print(f"not predicted: {host_rows} host round trips (the host's, not the device's), and")
+    for line in not_predicted:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
