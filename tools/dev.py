@@ -383,6 +383,7 @@ def main() -> None:
         "test": [
             step([PYTHON, "tools/docs_check.py"]),
             step([PYTHON, "tools/size_report.py"]),
+            step([PYTHON, "tools/api_check.py"]),
             step(BUILD_DOCS),
             step([PYTHON, "-m", "ruff", "check", "."]),
             step([PYTHON, "tools/sanitize.py"]),

@@ -57,31 +57,40 @@ OPENREG_API orError_t orStreamBeginCapture(orStream_t stream, orStreamCaptureMod
  *   stream  in
  * Returns orSuccess, orErrorInvalidValue (graph is NULL),
  * orErrorInvalidResourceHandle, orErrorNotPermitted (not capturing),
- * orErrorStreamCaptureInvalidated. */
+ * orErrorStreamCaptureInvalidated.
+ * Outputs last, as CUDA's cudaStreamEndCapture. Related: orStreamBeginCapture, orGraphInstantiate. */
 OPENREG_API orError_t orStreamEndCapture(orStream_t stream, orGraph_t* graph);
 
 /* Writes whether stream is capturing.
  *   status  out
  *   stream  in
  * Returns orSuccess, orErrorInvalidValue (status is NULL),
- * orErrorInvalidResourceHandle. */
+ * orErrorInvalidResourceHandle.
+ * Outputs last, as CUDA's cudaStreamIsCapturing. Related: orStreamBeginCapture. */
 OPENREG_API orError_t orStreamIsCapturing(orStream_t stream, orStreamCaptureStatus* status);
 
 /* Writes the number of operations (kernels, copies, memsets) in a graph.
- * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+ *   graph  in
+ *   count  out
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle.
+ * Outputs last, as CUDA's cudaGraphGetNodes. Related: orGraphDebugDotPrint. */
 OPENREG_API orError_t orGraphGetNodeCount(orGraph_t graph, size_t* count);
 
 /* Writes a text description of a graph to the file at path: one line per
  * operation, in launch order, with its kind, name and operands.
+ *   graph  in
+ *   path   in: the file to write, replaced if it exists
  * Returns orSuccess, orErrorInvalidValue (path NULL or not writable),
- * orErrorInvalidResourceHandle. */
+ * orErrorInvalidResourceHandle.
+ * Related: orGraphGetNodeCount. */
 OPENREG_API orError_t orGraphDebugDotPrint(orGraph_t graph, const char* path);
 
 /* Makes a launchable graph from graph. The two are independent afterwards:
  * either may be destroyed first.
  *   exec   out: owned by the caller (orGraphExecDestroy)
  *   graph  in
- * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle.
+ * Related: orGraphLaunch, orGraphExecDestroy. */
 OPENREG_API orError_t orGraphInstantiate(orGraphExec_t* exec, orGraph_t graph);
 
 /* Queues every operation of exec on stream, in captured order, and returns
@@ -99,14 +108,16 @@ OPENREG_API orError_t orGraphLaunch(orGraphExec_t exec, orStream_t stream);
 /* Destroys a launchable graph, after waiting for its queued launches to
  * finish (their kernels use the graph's userData).
  *   exec  in, may be NULL
- * Returns orSuccess, orErrorInvalidResourceHandle. */
+ * Returns orSuccess, orErrorInvalidResourceHandle.
+ * Related: orGraphInstantiate. */
 OPENREG_API orError_t orGraphExecDestroy(orGraphExec_t exec);
 
 /* Destroys a graph. Its kernels' userData is released (orLaunchKernelWithRelease)
  * once neither it nor any graph instantiated from it, nor a queued launch,
  * still needs it.
  *   graph  in, may be NULL
- * Returns orSuccess, orErrorInvalidResourceHandle. */
+ * Returns orSuccess, orErrorInvalidResourceHandle.
+ * Related: orStreamEndCapture, orGraphExecDestroy. */
 OPENREG_API orError_t orGraphDestroy(orGraph_t graph);
 
 #ifdef __cplusplus

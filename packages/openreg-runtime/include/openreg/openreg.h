@@ -8,7 +8,11 @@
  *
  * Conventions, declared once:
  *  - Every function returns an orError_t; outputs come first in the argument
- *    list and are written only on orSuccess.
+ *    list and are written only on orSuccess. A function whose comment says
+ *    "Outputs last, as CUDA's cudaX" keeps CUDA's order instead, so that a
+ *    port from CUDA reads alike (tools/api_check.py holds both rules).
+ *  - Each parameter is marked in, out or in,out, and each comment names
+ *    what a function returns and the functions to read beside it (Related).
  *  - A failing call also records its code as this thread's last error
  *    (orGetLastError, orPeekAtLastError) and a message naming what went wrong
  *    (orGetLastErrorMessage).
@@ -131,11 +135,13 @@ enum {
 /* Returns the static text describing a status code.
  * Unknown codes give "unrecognized error code". The result is never NULL
  * and lives for the whole process.
- * Related: orGetLastErrorMessage. */
+ * Related: orGetLastErrorMessage.
+ *   error  in */
 OPENREG_API const char* orGetErrorString(orError_t error);
 
 /* Returns the short name of a status code ("orErrorInvalidValue").
- * Never NULL; lives for the whole process. Related: orGetErrorString. */
+ * Never NULL; lives for the whole process. Related: orGetErrorString.
+ *   error  in */
 OPENREG_API const char* orGetErrorName(orError_t error);
 
 /* Returns this thread's last error and resets it to orSuccess.
@@ -157,7 +163,8 @@ OPENREG_API const char* orGetLastErrorMessage(void);
  * OPENREG_VERSION_MINOR * 100 + OPENREG_VERSION_PATCH, of the library
  * actually loaded (which may differ from the header compiled against).
  *   version  out
- * Returns orSuccess, orErrorInvalidValue (version is NULL). */
+ * Returns orSuccess, orErrorInvalidValue (version is NULL).
+ * Related: OPENREG_VERSION in openreg/version.h. */
 OPENREG_API orError_t orRuntimeGetVersion(int* version);
 
 /* ------------------------------------------------------------------------ */
@@ -328,7 +335,12 @@ OPENREG_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count,
 OPENREG_API orError_t orMemset(void* devPtr, int value, size_t count);
 
 /* Queues a memset of device memory on stream and returns at once.
- * Returns as orMemset, plus orErrorInvalidResourceHandle. */
+ *   devPtr  in
+ *   value   in: only the low 8 bits are used
+ *   count   in
+ *   stream  in, NULL for the current device's default stream
+ * Returns as orMemset, plus orErrorInvalidResourceHandle.
+ * Related: orMemset. */
 OPENREG_API orError_t orMemsetAsync(void* devPtr, int value, size_t count,
                                     orStream_t stream);
 
@@ -337,7 +349,8 @@ OPENREG_API orError_t orMemsetAsync(void* devPtr, int value, size_t count,
  * freed memory) is orMemoryTypeUnregistered with device -1, not an error.
  *   attributes  out
  *   ptr         in
- * Returns orSuccess, orErrorInvalidValue (attributes is NULL). */
+ * Returns orSuccess, orErrorInvalidValue (attributes is NULL).
+ * Related: orMalloc, orMallocHost. */
 OPENREG_API orError_t orPointerGetAttributes(orPointerAttributes* attributes,
                                              const void* ptr);
 
@@ -366,7 +379,8 @@ OPENREG_API orError_t orStreamCreate(orStream_t* stream);
  * orDeviceGetStreamPriorityRange.
  *   stream    out
  *   priority  in
- * Returns orSuccess, orErrorInvalidValue. */
+ * Returns orSuccess, orErrorInvalidValue.
+ * Related: orDeviceGetStreamPriorityRange, orStreamGetPriority. */
 OPENREG_API orError_t orStreamCreateWithPriority(orStream_t* stream,
                                                  int priority);
 
@@ -374,17 +388,22 @@ OPENREG_API orError_t orStreamCreateWithPriority(orStream_t* stream,
  * afterwards returns orErrorInvalidResourceHandle.
  *   stream  in, may be NULL
  * Returns orSuccess, orErrorInvalidResourceHandle (unknown, destroyed, or a
- * default stream). */
+ * default stream).
+ * Related: orStreamCreate. */
 OPENREG_API orError_t orStreamDestroy(orStream_t stream);
 
 /* Reports whether all work queued on stream has finished.
+ *   stream  in, NULL for the current device's default stream
  * Returns orSuccess (finished), orErrorNotReady, orErrorInvalidResourceHandle,
- * or the sticky or stream error. */
+ * or the sticky or stream error.
+ * Related: orStreamSynchronize. */
 OPENREG_API orError_t orStreamQuery(orStream_t stream);
 
 /* Blocks until all work queued on stream has finished.
+ *   stream  in, NULL for the current device's default stream
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
- * (called from a kernel running on stream), or the sticky or stream error. */
+ * (called from a kernel running on stream), or the sticky or stream error.
+ * Related: orStreamQuery, orDeviceSynchronize. */
 OPENREG_API orError_t orStreamSynchronize(orStream_t stream);
 
 /* Makes all work queued on stream after this call wait until the work
@@ -392,22 +411,33 @@ OPENREG_API orError_t orStreamSynchronize(orStream_t stream);
  * not wait. An event never recorded imposes no wait. The event and stream
  * may belong to different devices. If the captured work failed with a
  * stream error, stream fails with it once it reaches the wait.
+ *   stream  in, NULL for the current device's default stream
+ *   event   in
  * Returns orSuccess, orErrorInvalidResourceHandle, the sticky error of the
  * event's device, or stream's own sticky or stream error.
  * Related: orEventRecord, orKernelFailStream. */
 OPENREG_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event);
 
 /* Writes a stream's priority.
- * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+ *   stream    in
+ *   priority  out
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle.
+ * Outputs last, as CUDA's cudaStreamGetPriority. Related: orStreamCreateWithPriority. */
 OPENREG_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
 
 /* Writes the device a stream belongs to.
- * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+ *   stream  in
+ *   device  out
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle.
+ * Outputs last, as CUDA's cudaStreamGetDevice. Related: orGetDevice. */
 OPENREG_API orError_t orStreamGetDevice(orStream_t stream, int* device);
 
 /* Writes a stream's process-unique id (never reused; default streams have
  * ids 1 .. device count, in device order). Used by tracing records.
- * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle. */
+ *   stream  in
+ *   id      out
+ * Returns orSuccess, orErrorInvalidValue, orErrorInvalidResourceHandle.
+ * Outputs last, as CUDA's cudaStreamGetId. Related: orTraceDrain. */
 OPENREG_API orError_t orStreamGetId(orStream_t stream, uint64_t* id);
 
 /* ------------------------------------------------------------------------ */
@@ -415,11 +445,15 @@ OPENREG_API orError_t orStreamGetId(orStream_t stream, uint64_t* id);
 /* ------------------------------------------------------------------------ */
 
 /* Creates an event on the current device, with timing enabled.
+ *   event  out
  * Returns orSuccess, orErrorInvalidValue. Related: orEventCreateWithFlags. */
 OPENREG_API orError_t orEventCreate(orEvent_t* event);
 
 /* Creates an event on the current device with orEvent* flags.
- * Returns orSuccess, orErrorInvalidValue (NULL event, unknown flag bits). */
+ *   event  out
+ *   flags  in: orEventDefault, orEventBlockingSync, orEventDisableTiming
+ * Returns orSuccess, orErrorInvalidValue (NULL event, unknown flag bits).
+ * Related: orEventCreate, orEventDestroy. */
 OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
                                              unsigned int flags);
 
@@ -428,21 +462,26 @@ OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
  *   event   in
  *   stream  in: must belong to the event's device
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorInvalidDevice
- * (stream of another device), or the stream's sticky or stream error. */
+ * (stream of another device), or the stream's sticky or stream error.
+ * Related: orStreamWaitEvent, orEventSynchronize. */
 OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 
 /* Reports whether the captured work has finished. An event never recorded
  * has finished. A stream error of the captured work is not reported here
  * (the work has ended, as far as a caller polling for completion, such as
  * a caching allocator, is concerned); orEventSynchronize reports it.
+ *   event  in
  * Returns orSuccess, orErrorNotReady, orErrorInvalidResourceHandle, or the
- * sticky error of the event's device. */
+ * sticky error of the event's device.
+ * Related: orEventSynchronize. */
 OPENREG_API orError_t orEventQuery(orEvent_t event);
 
 /* Blocks until the captured work has finished.
+ *   event  in
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorNotPermitted
  * (called from a kernel that the captured work includes), the sticky
- * error, or the stream error if the captured work includes the failure. */
+ * error, or the stream error if the captured work includes the failure.
+ * Related: orEventQuery, orStreamSynchronize. */
 OPENREG_API orError_t orEventSynchronize(orEvent_t event);
 
 /* Writes the time in milliseconds between two completed records.
@@ -451,12 +490,15 @@ OPENREG_API orError_t orEventSynchronize(orEvent_t event);
  * Returns orSuccess, orErrorInvalidValue (ms is NULL), orErrorNotReady
  * (either has not completed), orErrorInvalidResourceHandle (unknown,
  * destroyed, never recorded, created with orEventDisableTiming, or the two
- * events belong to different devices). */
+ * events belong to different devices).
+ * Related: orEventRecord. */
 OPENREG_API orError_t orEventElapsedTime(float* ms, orEvent_t start,
                                          orEvent_t end);
 
 /* Destroys an event. Work already waiting on it still waits for its capture.
- * Returns orSuccess, orErrorInvalidResourceHandle. */
+ *   event  in, may be NULL
+ * Returns orSuccess, orErrorInvalidResourceHandle.
+ * Related: orEventCreate. */
 OPENREG_API orError_t orEventDestroy(orEvent_t event);
 
 /* ------------------------------------------------------------------------ */
@@ -477,6 +519,10 @@ typedef orError_t (*orKernelFunc_t)(void* userData);
  * device is skipped, and every synchronising call on the device, and every
  * launch onto it, returns the error with a message naming the kernel, until
  * orDeviceReset.
+ *   stream    in, NULL for the current device's default stream
+ *   func      in
+ *   userData  in: the caller's; it must outlive the kernel
+ *   name      in: copied; names the kernel in errors and traces
  * Returns orSuccess, orErrorInvalidValue (func is NULL),
  * orErrorInvalidResourceHandle, or the sticky error.
  * Related: orLaunchKernelWithRelease, openreg::launch in openreg.hpp. */
@@ -486,7 +532,9 @@ OPENREG_API orError_t orLaunchKernel(orStream_t stream, orKernelFunc_t func,
 /* As orLaunchKernel, but the runtime owns userData: release(userData) is
  * called exactly once, after the kernel ran or was skipped, or before this
  * function returns an error.
- *   release  in, may be NULL */
+ *   release  in, may be NULL
+ *   stream, func, userData, name  in: as orLaunchKernel
+ * Returns as orLaunchKernel. Related: orLaunchKernelWithFlags. */
 OPENREG_API orError_t orLaunchKernelWithRelease(orStream_t stream,
                                                 orKernelFunc_t func,
                                                 void (*release)(void*),
@@ -507,6 +555,7 @@ typedef enum orKernelFlags {
  * (Note [Who runs queued work] in stream.cpp). The order of the stream's
  * work, its errors and its events are the same on either thread.
  *   flags  in: orKernelDefault or orKernelAnyThread
+ *   stream, func, release, userData, name  in: as orLaunchKernelWithRelease
  * Returns as orLaunchKernel, and orErrorInvalidValue for unknown flags.
  * Related: orKernelIsOnWorker. */
 OPENREG_API orError_t orLaunchKernelWithFlags(orStream_t stream,
@@ -521,7 +570,8 @@ OPENREG_API orError_t orLaunchKernelWithFlags(orStream_t stream,
  * only for orKernelAnyThread kernels).
  *   onWorker  out
  * Returns orSuccess, orErrorNotPermitted (not inside a kernel),
- * orErrorInvalidValue (onWorker is NULL). */
+ * orErrorInvalidValue (onWorker is NULL).
+ * Related: orLaunchKernelWithFlags. */
 OPENREG_API orError_t orKernelIsOnWorker(int* onWorker);
 
 /* Kernel only. Writes the host alias of count bytes of device memory at
@@ -536,14 +586,17 @@ OPENREG_API orError_t orKernelIsOnWorker(int* onWorker);
  *   count    in: the range must lie inside one live allocation
  * Returns orSuccess, orErrorIllegalAddress, orErrorNotPermitted (not inside
  * a kernel), orErrorInvalidValue (hostPtr is NULL), orErrorMemoryAllocation
- * (OPENREG_CHECK_ALIASES=1 and the host cannot map another window). */
+ * (OPENREG_CHECK_ALIASES=1 and the host cannot map another window).
+ * Related: openreg::translate in openreg.hpp. */
 OPENREG_API orError_t orKernelTranslatePointer(void** hostPtr,
                                                const void* devPtr,
                                                size_t count);
 
 /* Kernel only. Attaches a message to the failure the running kernel is about
  * to return, as a device-side assertion would print one (copied).
- * Returns orSuccess, orErrorNotPermitted (not inside a kernel). */
+ *   message  in: copied
+ * Returns orSuccess, orErrorNotPermitted (not inside a kernel).
+ * Related: orKernelFailStream, orGetLastErrorMessage. */
 OPENREG_API orError_t orKernelSetErrorMessage(const char* message);
 
 /* Kernel only. Fails the work that depends on the running kernel rather
@@ -609,7 +662,9 @@ typedef struct orActivity {
 /* Switches recording of activity records on (non-zero) or off. Records
  * already taken stay until drained; switching on from off resets the
  * dropped count (orTraceGetDroppedCount).
- * Returns orSuccess. */
+ *   enable  in
+ * Returns orSuccess.
+ * Related: orTraceDrain, orTraceGetDroppedCount. */
 OPENREG_API orError_t orTraceEnable(int enable);
 
 /* Moves up to capacity records, oldest first, into records, and writes how
@@ -617,7 +672,9 @@ OPENREG_API orError_t orTraceEnable(int enable);
  *   records   out, may be NULL when capacity is 0
  *   capacity  in
  *   count     out
- * Returns orSuccess, orErrorInvalidValue. */
+ * Returns orSuccess, orErrorInvalidValue.
+ * Outputs last for count, which follows the buffer (records, capacity) it counts.
+ * Related: orTraceEnable, orTraceGetDroppedCount. */
 OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
                                    size_t* count);
 
@@ -632,7 +689,9 @@ OPENREG_API orError_t orTraceDrain(orActivity* records, size_t capacity,
 OPENREG_API orError_t orTraceGetDroppedCount(uint64_t* count);
 
 /* Writes the tracing clock: a monotonic time in nanoseconds.
- * Returns orSuccess, orErrorInvalidValue. */
+ *   ns  out
+ * Returns orSuccess, orErrorInvalidValue.
+ * Related: orActivity's startNs and endNs. */
 OPENREG_API orError_t orTraceGetTimestamp(uint64_t* ns);
 
 /* Pushes a caller-chosen id onto the calling thread's stack of external

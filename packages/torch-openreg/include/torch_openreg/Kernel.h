@@ -41,11 +41,19 @@ using KernelBody = std::function<void(std::vector<at::Tensor>& views)>;
 // An exception thrown by body fails the kernel; its message, naming the
 // kernel, is raised by the next synchronising call on the device, as a
 // device-side assertion is on CUDA. Thread-safe.
+//   name     in: names the kernel in errors and traces (copied)
+//   tensors  in: the operands and outputs, read and written by body
+//   body     in: moved into the kernel
+// Related: currentNativeStream, openreg::launch (openreg.hpp) for kernels
+// over raw device memory.
 TORCH_OPENREG_API void launchKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body);
 
 // The current openreg stream of device as the runtime's handle, for calling
 // libopenreg directly (orMemcpyAsync, orEventRecord, ...). torch-openreg
 // owns the handle; it stays valid until the process exits.
+//   device  in: an openreg device index, or -1 for the current device
+// Returns the handle; raises c10::Error for an index that is no openreg
+// device. Related: getStreamFromExternal, launchKernel.
 TORCH_OPENREG_API orStream_t currentNativeStream(c10::DeviceIndex device);
 
 // Whether t is a defined tensor on an openreg device.
@@ -61,6 +69,10 @@ inline bool isOpenRegTensor(const at::Tensor& t) { return t.defined() && t.devic
 // makes its own.
 // Checked, raising c10::Error: device is an openreg device and the stream
 // is a live stream of it. Thread-safe. Since API 1.1.
+//   stream  in: created by the caller, still live
+//   device  in: the device stream belongs to
+// Returns the c10::Stream (a value; it owns nothing). Related:
+// currentNativeStream, orStreamCreateWithPriority.
 TORCH_OPENREG_API c10::Stream getStreamFromExternal(orStream_t stream, c10::DeviceIndex device);
 // LITERALINCLUDE END: KERNEL_API
 
