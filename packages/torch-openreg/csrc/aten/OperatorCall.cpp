@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "aten/kernels/Launch.h"
 #include "runtime/Generator.h"
 
 namespace torch_openreg {
@@ -37,9 +38,7 @@ class WarningsOnHold : public c10::WarningHandler {
   std::vector<c10::Warning> held_;
 };
 
-bool isResizeRefusal(const c10::Error& error) {
-  return std::string(error.what_without_backtrace()).find("not resizable") != std::string::npos;
-}
+bool isResizeRefusal(const c10::Error& error) { return dynamic_cast<const DeviceViewResized*>(&error) != nullptr; }
 
 at::Tensor toMeta(const at::Tensor& t) {
   // CPU scalars stay: TensorIterator accepts them beside any device.

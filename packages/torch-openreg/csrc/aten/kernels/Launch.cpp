@@ -19,6 +19,22 @@
 namespace torch_openreg {
 namespace {
 
+// The allocator of a device view's storage: a resize that needs new memory
+// is refused, with a type of its own (Launch.h). The storage is resizable
+// so that the refusal reaches this allocator instead of c10's generic
+// "not resizable" check, which callers could only recognise by its text.
+class RefuseResizeAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t bytes) override {
+    throw DeviceViewResized({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                            c10::str("a CPU kernel tried to resize an openreg device view to ", bytes,
+                                     " bytes; device memory cannot move under a kernel"));
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+};
+
+RefuseResizeAllocator refuseResize;
+
 size_t spanBytes(const at::Tensor& t) {
   if (t.numel() == 0) return 0;
   int64_t last = 0;
@@ -85,7 +101,7 @@ at::Tensor cpuView(const DeviceView& view) {
   // What at::from_blob builds, without its general path (resolving the
   // options, computing the storage size from the strides again).
   c10::Storage storage(c10::Storage::use_byte_size_t(), view.span, c10::DataPtr(host, c10::Device(at::kCPU)),
-                       /*allocator=*/nullptr, /*resizable=*/false);
+                       &refuseResize, /*resizable=*/true);
   at::Tensor cpu = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKey::CPU,
                                                             c10::scalarTypeToTypeMeta(view.dtype));
   cpu.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes, view.strides);

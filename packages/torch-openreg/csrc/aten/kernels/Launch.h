@@ -42,8 +42,18 @@ struct DeviceView {
 void checkStorageHolds(const at::Tensor& t);
 void describeInto(DeviceView& view, const at::Tensor& deviceTensor);
 
-// Kernel only: the CPU tensor over the translated memory of view.
+// Kernel only: the CPU tensor over the translated memory of view. Its
+// storage cannot move: a CPU kernel that resizes it beyond its bytes (an
+// out= kernel holding an intermediate in its output) gets a
+// DeviceViewResized error, which the caller may catch by type to run the
+// kernel again with temporary outputs (runOnCpu in OperatorCall.cpp).
 at::Tensor cpuView(const DeviceView& view);
+
+// What resizing a device view's storage throws.
+class DeviceViewResized : public c10::Error {
+ public:
+  using c10::Error::Error;
+};
 
 // Kernel only: runs body as every openreg kernel body runs. Below autograd,
 // as PyTorch's own kernels run: otherwise every view a CPU kernel makes
