@@ -76,9 +76,9 @@ void checkCommonDevice(const c10::OperatorHandle& op, const torch::jit::Stack& s
 }
 
 // LITERALINCLUDE START: CPU_FALLBACK
-void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Runs op on the CPU, its devices checked by the caller.
+void runOnCpuChecked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = operatorName(op);
-  checkCommonDevice(op, *stack);
   FallbackMode current = mode.load();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "openreg has no kernel for ", name,
                               ", and the CPU fallback is disabled (OPENREG_FALLBACK=error)");
@@ -95,12 +95,17 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  checkCommonDevice(op, *stack);
+  runOnCpuChecked(op, stack);
+}
+
 // Every operator without an openreg kernel: on the device if the executor
-// can run it, else on the CPU.
+// can run it, else on the CPU. Its devices are checked once, for both.
 void globalFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   checkCommonDevice(op, *stack);
   if (runOnDevice(op, stack)) return;
-  cpuFallback(op, stack);
+  runOnCpuChecked(op, stack);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
