@@ -494,8 +494,19 @@ class DeviceCache {
 void deleteBlock(void* context);
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_CLASS
+// Above each method, its contract. Every method is thread-safe (each
+// device's cache has its own mutex); a method that takes a device throws
+// c10::Error for an index that is not an openreg device.
 class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
  public:
+  // size bytes on the current device, usable by work queued on its current
+  // stream from now on (the block was free, or its earlier users' work has
+  // finished: Note [How the caching allocator reuses memory]). Size 0 gives
+  // a null pointer that still names the device. The DataPtr owns the block;
+  // its deleter returns it to the cache (to the runtime with
+  // PYTORCH_NO_OPENREG_MEMORY_CACHING=1). Throws
+  // torch.OutOfMemoryError when neither the cache nor the runtime (after
+  // freeing the cache) has room; nothing is leaked then.
   c10::DataPtr allocate(size_t size) override {
     c10::DeviceIndex device = currentDevice();
     if (size == 0) return {nullptr, nullptr, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
@@ -504,18 +515,28 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     return {block->ptr, block, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
+  // The deleter of every DataPtr above, for raw_allocate/raw_deallocate.
   c10::DeleterFnPtr raw_deleter() const override { return &deleteBlock; }
 
+  // Copies count bytes between two blocks of this allocator, after the
+  // device's queued work, and returns when done (Storage copies use it).
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
   }
 
+  // Usable at once: the caches are made on first use.
   bool initialized() override { return true; }
 
+  // Returns every cached block no live tensor holds to the runtime, on every
+  // device (torch.openreg.empty_cache). Blocks waiting for a stream's work
+  // stay until it finishes.
   void emptyCache(c10::MempoolId_t /*pool*/) override {
     for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) cache(d).emptyCache();
   }
 
+  // Tensor.record_stream: ptr's block is not reused, once freed, until the
+  // work queued on stream so far has finished. Throws for memory this
+  // allocator did not hand out, or a stream that is not openreg's.
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
     if (ptr.get() == nullptr) return;
     TORCH_CHECK(ptr.get_deleter() == &deleteBlock,
@@ -525,10 +546,14 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     cache(block->device).recordStream(block, nativeStream(stream));
   }
 
+  // torch.openreg.memory_stats and its resets, counted as CUDA's caching
+  // allocator counts them (allocated, reserved, active, per pool).
   DeviceStats getDeviceStats(c10::DeviceIndex device) override { return cache(device).stats(); }
   void resetAccumulatedStats(c10::DeviceIndex device) override { cache(device).resetAccumulated(); }
   void resetPeakStats(c10::DeviceIndex device) override { cache(device).resetPeak(); }
 
+  // (free, total) bytes of device as the runtime sees them: the cache's
+  // reserved blocks count as used.
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
     size_t free = 0, total = 0;

@@ -2,9 +2,12 @@
 // events for openreg (c10::DeviceGuard, torch.Stream, torch.Event,
 // torch.accelerator). Registered once with C10_REGISTER_GUARD_IMPL.
 //
-// Every method is a thin mapping onto libopenreg; the contracts are those of
-// c10::impl::DeviceGuardImplInterface (deviceCount and uncheckedSetDevice
-// must not throw; events are created lazily on first record).
+// Every method is a thin mapping onto libopenreg. Above each, its contract:
+// what it guarantees and what it may assume, as c10's
+// DeviceGuardImplInterface asks of every backend. Unless a method says
+// otherwise it may be called from any thread, throws c10::Error (an
+// AcceleratorError for a bad device index) naming what was wrong, and a
+// "device" of index -1 means the calling thread's current device.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <torch_openreg/Check.h>
@@ -33,18 +36,27 @@ auto onDevice(c10::DeviceIndex device, F&& f) {
 
 // LITERALINCLUDE START: GUARD_IMPL
 struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  // Constant: the guard's device type.
   c10::DeviceType type() const override { return kType; }
 
+  // Makes device current on this thread and returns the one it replaces.
+  // Throws for a device of another type or index; then nothing changed.
   c10::Device exchangeDevice(c10::Device device) const override {
     TORCH_CHECK(device.type() == kType, "expected an openreg device, got ", device);
     return c10::Device(kType, torch_openreg::exchangeDevice(device.index()));
   }
+  // This thread's current device (openreg:0 on a new thread). Never throws.
   c10::Device getDevice() const override { return c10::Device(kType, currentDevice()); }
+  // As exchangeDevice, without the answer.
   void setDevice(c10::Device device) const override {
     TORCH_CHECK(device.type() == kType, "expected an openreg device, got ", device);
     torch_openreg::setDevice(device.index());
   }
+  // A guard's destructor restores the device through this: it must not
+  // throw, and may assume the index came from getDevice (so it is valid).
   void uncheckedSetDevice(c10::Device device) const noexcept override { orSetDevice(device.index()); }
+  // Must not throw and must not initialise a device: 0 when the runtime
+  // cannot start (checkDeviceIndex then says why).
   c10::DeviceIndex deviceCount() const noexcept override { return torch_openreg::deviceCount(); }
   // Kernels are PyTorch's CPU kernels on device memory: every dtype works but
   // the quantized ones, whose QuantizedPrivateUse1 key has no kernels here.
@@ -58,6 +70,9 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return capability;
   }
 
+  // Streams: this thread's current stream of device (its default stream
+  // until exchangeStream), the default stream, and streams from a pool
+  // that lives as long as the process, so a handle never dangles.
   c10::Stream getStream(c10::Device device) const override { return currentStream(device.index()); }
   c10::Stream getDefaultStream(c10::Device device) const override { return defaultStream(device.index()); }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
@@ -66,8 +81,14 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     return streamFromPool(device.index(), priority);
   }
+  // Makes stream current on its device for this thread (not the current
+  // device) and returns the stream it replaces. Throws for a stream of
+  // another type, or one that is not of the device it names.
   c10::Stream exchangeStream(c10::Stream stream) const override { return torch_openreg::exchangeStream(stream); }
+  // The orStream_t behind stream, valid as long as the stream is.
   void* getStreamNativeHandle(const c10::Stream stream) const override { return nativeStream(stream); }
+  // Whether all work queued on stream has finished; never waits. Throws the
+  // device's sticky error or the stream's error (Note [Stream errors]).
   bool queryStream(const c10::Stream& stream) const override {
     orError_t status = orStreamQuery(nativeStream(stream));
     if (status == orErrorNotReady) return false;
@@ -80,6 +101,9 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     OPENREG_CHECK(orStreamIsCapturing(nativeStream(stream), &status));
     return status != orStreamCaptureStatusNone;
   }
+  // Blocks until the stream's (the device's) work has finished; throws its
+  // error as queryStream does, and refuses a call from a kernel running on
+  // that stream (device), which would wait for itself.
   void synchronizeStream(const c10::Stream& stream) const override {
     OPENREG_CHECK(orStreamSynchronize(nativeStream(stream)));
   }
@@ -88,6 +112,12 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     onDevice(device, [] { OPENREG_CHECK(orDeviceSynchronize()); });
   }
 
+  // Events. *event is null until the first record, which creates it on the
+  // stream's device (timing only with EventFlag::BACKEND_DEFAULT, as on
+  // CUDA); later records must use a stream of that device. block makes the
+  // stream wait without blocking the host; a null event (never recorded)
+  // imposes no wait and has completed. destroyEvent runs from destructors:
+  // it must not throw, and accepts null.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device == -1 || device == stream.device_index(), "event on openreg:",
@@ -124,6 +154,8 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     orEventDestroy(asEvent(event));
   }
 
+  // Tensor.record_stream: data's memory is not handed to other work until
+  // the work queued on stream so far has finished (the device allocator).
   void recordDataPtrOnStream(const c10::DataPtr& data, const c10::Stream& stream) const override {
     deviceAllocator()->recordStream(data, stream);
   }

@@ -16,15 +16,27 @@ namespace torch_openreg {
 namespace {
 
 // LITERALINCLUDE START: HOOKS_IMPL
+// Above each method, its contract. Every method may be called from any
+// thread; one that takes a device throws c10::Error (an AcceleratorError)
+// for an index that is not an openreg device.
 struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
+  // Constant: the backend is compiled in.
   bool isBuilt() const override { return true; }
   // Must not throw, and must not initialise a device (no device memory or
-  // streams are touched by counting devices).
+  // streams are touched by counting devices): torch.openreg.is_available()
+  // stays cheap and safe before a fork.
   bool isAvailable() const override { return deviceCount() > 0; }
+  // Whether device was initialised (memory or a stream used), without
+  // initialising it; an index out of range has none.
   bool hasPrimaryContext(c10::DeviceIndex device) const override { return deviceInitialized(device); }
+  // Lazy initialisation of the backend: reads the configuration, touches no
+  // device. Idempotent.
   void init() const override { deviceCount(); }
 
+  // As the guard's (Guard.cpp): never throws, 0 when the runtime cannot start.
   c10::DeviceIndex deviceCount() const override { return torch_openreg::deviceCount(); }
+  // This thread's current device: set, read, and exchanged (returning the
+  // previous one). maybeExchangeDevice may assume a valid index, as CUDA's.
   void setCurrentDevice(c10::DeviceIndex device) const override { setDevice(device); }
   c10::DeviceIndex getCurrentDevice() const override { return currentDevice(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
@@ -34,21 +46,31 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
     return torch_openreg::exchangeDevice(device);
   }
 
+  // A device's default generator (one per device, living as long as the
+  // process; torch.manual_seed reaches it) and fresh ones, owned by the caller.
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
     return defaultGenerator(device);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device) const override { return newGenerator(device); }
 
+  // The device of a pointer into openreg device memory (interior pointers
+  // too); throws for any other pointer.
   at::Device getDeviceFromPtr(void* data) const override {
     orPointerAttributes attributes;
     OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
     TORCH_CHECK(attributes.type == orMemoryTypeDevice, data, " is not openreg device memory");
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(attributes.device));
   }
+  // Whether data lies in pinned host memory from the host allocator; never
+  // throws, false for any other pointer. The allocator lives as long as the
+  // process.
   bool isPinnedPtr(const void* data) const override { return isPinned(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return hostAllocator(); }
 
-  // Storage.resize_() on an openreg storage: new memory, old bytes copied.
+  // Storage.resize_() on an openreg storage: new memory on the storage's
+  // device, the first min(old, new) bytes copied, after the device's queued
+  // work (orMemcpy waits for it). Throws for a storage that is not
+  // resizable; out of memory leaves the storage as it was.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
