@@ -349,8 +349,8 @@ def combination_command(args: list[str]) -> None:
 
 # ------------------------------------------------------------------- steps
 
-# The operator tests that also run with the speed layers off
-# (OPENREG_FAST_PATHS=0): the plain reference path must pass them alone.
+# The operator tests that also run on torch-openreg built without its speed
+# layers (csrc/fast/): the plain reference path must pass them alone.
 PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
@@ -362,7 +362,36 @@ PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name 
 )]
 # .venv holds every package: the "all" combination.
 ALL = combination_environment("all")
-PLAIN_PATH = dict(ALL, OPENREG_FAST_PATHS="0")
+PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
+
+
+def build_plain_wheel() -> Path:
+    """torch-openreg built without its speed layers (-DOPENREG_SPEED_LAYERS=OFF,
+    as if csrc/fast/ were deleted: Note [Deletable speed layers]), in a build
+    folder of its own, so the two builds never reconfigure each other."""
+    PLAIN_WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    for stale in PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl"):
+        stale.unlink()
+    run_logged("torch-openreg-plain", PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
+               "--config-settings=cmake.define.OPENREG_SPEED_LAYERS=OFF",
+               "--config-settings=build-dir=build/plain-{wheel_tag}",
+               "--wheel-dir", PLAIN_WHEELHOUSE, ROOT / "packages" / "torch-openreg", env=build_environment())
+    (wheel,) = PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl")
+    return wheel
+
+
+def test_plain_path(args: list[str]) -> None:
+    """The plain-path tests on torch-openreg built without csrc/fast/, in .venv
+    for their duration (the other packages as built against the full one:
+    the public kernel API is the same)."""
+    plain = build_plain_wheel()
+    try:
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", plain)
+        run(PYTHON, "-c", "import torch, torch_openreg._C as c; assert not c._fast_paths_enabled(), 'speed layers'")
+        run(PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS, *args, env=ALL)
+    finally:
+        (full,) = wheel_of("torch-openreg")
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", full)
 
 
 def step(command_line: list, env: dict | None = None):
@@ -388,7 +417,7 @@ def main() -> None:
             step([PYTHON, "-m", "ruff", "check", "."]),
             step([PYTHON, "tools/sanitize.py"]),
             *[lambda name=name: ci_combination(name) for name in CI_COMBINATIONS],
-            step([PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS], PLAIN_PATH),
+            lambda: test_plain_path([]),
             step([PYTHON, "-m", "pytest", *args], ALL),
         ],
     }

@@ -2,9 +2,9 @@
 #include "IpcAllreduce.h"
 
 #include <ATen/ATen.h>
+#include <torch_openreg/Kernel.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "../IpcTransport.h"
@@ -14,13 +14,9 @@ namespace occl::fast {
 
 namespace {
 
-bool layerEnabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("OPENREG_FAST_PATHS");
-    return value == nullptr || std::strcmp(value, "0") != 0;
-  }();
-  return enabled;
-}
+// torch-openreg's switch over every speed layer (OPENREG_FAST_PATHS=0, or
+// a torch-openreg built without its own), followed here.
+bool layerEnabled() { return torch_openreg::fastPathsEnabled(); }
 
 // Chunk r of n near-equal chunks of a flat tensor (the last may be shorter
 // or empty). Every rank cuts the same way.

@@ -4,8 +4,8 @@
 //
 // Not here: the classic copy-to-the-CPU fallback (Fallback.cpp), used for
 // what this declines; the dedicated kernels (kernels/), which win wherever
-// they are registered; and the speed layers (fast/), which take over at two
-// marked seams when fast paths are on.
+// they are registered; and the speed layers, which may take over at two
+// marked seams (SpeedLayer.h).
 #include "aten/Executor.h"
 
 #include <ATen/ops/as_strided.h>
@@ -20,9 +20,7 @@
 
 #include "aten/ExecutorRules.h"
 #include "aten/OperatorCall.h"
-#include "fast/FastPaths.h"
-#include "fast/OutVariant.h"
-#include "fast/ShapeCache.h"
+#include "aten/SpeedLayer.h"
 #include "runtime/Device.h"
 #include "runtime/Graph.h"
 
@@ -114,9 +112,9 @@ void runAsync(const c10::OperatorHandle& op, Stack* stack, const OperatorInfo& i
     }));
     freshLayout.push_back(meta[i]);
   }
-  // Speed layer seam: a functional operator with an out= twin is queued as
-  // that twin, writing straight into the outputs (fast/OutVariant.h).
-  if (!fast::launchIntoOutputs(op, info.outVariant, info.label, args, results, device)) {
+  // Speed layer seam: a functional operator with an out= twin may be queued
+  // as that twin, writing straight into the outputs (SpeedLayer.h).
+  if (!speedLayer().launchIntoOutputs(op, info.outVariant, info.label, args, results, device)) {
     launchAndCopyResults(op, info, args, fresh, std::move(freshLayout), device);
   }
   torch::jit::drop(*stack, argc);
@@ -261,8 +259,8 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, *device));
   std::shared_ptr<const Stack> meta;
   if (!info.signature.returnsNonTensor && metaAgrees(info, args)) {
-    // Speed layer seam: the Meta answer may come from the shape cache.
-    meta = fastPathsEnabled() ? fast::cachedInferOnMeta(op, args) : inferOnMeta(op, args);
+    // Speed layer seam: the Meta answer may come from a cache (SpeedLayer.h).
+    meta = speedLayer().inferOnMeta(op, args);
     meta = withCpuStatistics(info, schema, args, std::move(meta));
   }
   if (info.signature.returnsView) return meta != nullptr && runView(op, stack, *meta);

@@ -10,8 +10,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "fast/FastPaths.h"
-#include "fast/OutVariant.h"
+#include "aten/SpeedLayer.h"
 
 namespace torch_openreg {
 namespace {
@@ -127,7 +126,7 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info->meta = metaAgreementWithCpu(*schema);
   info->dtypeArguments = dtypeArgumentsOf(*schema);
-  if (fastPathsEnabled()) info->outVariant = fast::findOutVariant(*schema);
+  info->outVariant = speedLayer().findOutVariant(*schema);  // none on the plain path
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry
 }

@@ -37,8 +37,8 @@ struct OperatorInfo {
   bool hasCpuKernel = false;
   MetaAgreement meta = MetaAgreement::Always;
   std::vector<size_t> dtypeArguments;  // positions of its dtype= arguments
-  // The out= twin that the speed layer runs instead (fast/OutVariant.h);
-  // empty with fast paths off.
+  // The out= twin that a speed layer runs instead (SpeedLayer.h); empty on
+  // the plain path.
   std::optional<c10::OperatorHandle> outVariant;
   std::atomic<int64_t> async{0};
   std::atomic<int64_t> sync{0};

@@ -147,7 +147,7 @@ at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const at::Scalar& wei
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // With fast paths off these operators take their general route.
-  if (!fastPathsEnabled()) return;
+  if (!speedLayersRequested()) return;
   m.impl("add_.Tensor", TORCH_FN(add_));
   m.impl("add_.Scalar", TORCH_FN(addScalar_));
   m.impl("mul_.Tensor", TORCH_FN(mul_));

@@ -67,11 +67,6 @@ inline bool anyLendable(c10::ArrayRef<at::Tensor> outputs) {
 template <typename Compute>
 void computeInto(LendingPlan& plan, c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments,
                  c10::ArrayRef<at::Tensor> outputs, Compute compute) {
-  if (!fastPathsEnabled()) {  // the plain path: compute, then copy into the outputs
-    std::vector<at::Tensor> results = compute();
-    storeResults(outputs, results, LentOutputs{});
-    return;
-  }
   // A small kernel's outputs are never lent: no plan to consult or teach.
   bool lendable = anyLendable(outputs);
   std::string key = lendable ? LendingPlan::keyOf(tensors, arguments) : std::string();

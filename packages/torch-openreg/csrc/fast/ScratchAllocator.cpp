@@ -209,7 +209,7 @@ ScratchAllocator& scratchAllocator() {
 // Loading torch_openreg._C installs the wrapper in place of the CPU allocator
 // registered before it, which it delegates to outside kernels.
 [[maybe_unused]] const bool registered = [] {
-  if (!fastPathsEnabled()) return false;  // the plain path leaves the CPU allocator alone
+  if (!speedLayersRequested()) return false;  // the plain path leaves the CPU allocator alone
   if (c10::GetCPUAllocator()->raw_deleter() == nullptr) return false;  // cannot wrap it: leave it alone
   c10::SetCPUAllocator(&scratchAllocator());
   pthread_atfork([] { scratchAllocator().lockForFork(); }, [] { scratchAllocator().unlockAfterFork(); },

@@ -17,8 +17,8 @@
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
+#include "aten/SpeedLayer.h"
 #include "compile/CompiledKernel.h"
-#include "fast/ScratchAllocator.h"
 #include "python/Module.h"
 #include "python/TestingHooks.h"
 #include "runtime/Device.h"
@@ -216,10 +216,11 @@ void bindModule(py::module_ m) {
   });
   m.def("_empty_cache", [] {
     deviceAllocator()->emptyCache({0, 0});
-    emptyScratchCache();
+    speedLayer().emptyCache();
   });
   bindCompiledKernel(m);
-  bindTestingHooks(m.def_submodule("_testing", "Hooks for the speed layers' tests; not an API."));
+  bindTestingHooks(m.def_submodule("_testing", "Hooks for tests; not an API."));
+  m.def("_fast_paths_enabled", [] { return fastPathsEnabled(); });
   // A Python kernel's CPU views of device memory (ops/launch.py) are valid
   // only while the kernel runs: afterwards they, and every view of them,
   // let go of the memory and raise on any access to their data, so a view

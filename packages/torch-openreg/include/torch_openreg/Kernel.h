@@ -74,6 +74,13 @@ inline bool isOpenRegTensor(const at::Tensor& t) { return t.defined() && t.devic
 // Returns the c10::Stream (a value; it owns nothing). Related:
 // currentNativeStream, orStreamCreateWithPriority.
 TORCH_OPENREG_API c10::Stream getStreamFromExternal(orStream_t stream, c10::DeviceIndex device);
+
+// Whether torch-openreg's speed layers run: built in (not built with
+// -DOPENREG_SPEED_LAYERS=OFF) and not turned off (OPENREG_FAST_PATHS=0).
+// A package with speed layers of its own follows it, so one switch turns
+// every layer off. Constant once torch-openreg has loaded; thread-safe.
+// Returns the answer. Related: Note [Deletable speed layers]. Since API 1.2.
+TORCH_OPENREG_API bool fastPathsEnabled();
 // LITERALINCLUDE END: KERNEL_API
 
 }  // namespace torch_openreg

@@ -11,11 +11,8 @@
 
 #include <torch_openreg/Kernel.h>
 
-#include "aten/kernels/Launch.h"
+#include "aten/SpeedLayer.h"
 #include "aten/kernels/SameDevice.h"
-#include "fast/FastLaunch.h"
-#include "fast/FastPaths.h"
-#include "fast/ResultsInPlace.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -39,13 +36,8 @@ at::Tensor emptyIf(bool wanted, at::IntArrayRef sizes, const at::Tensor& like, c
   return at::empty(sizes, like.options(), format);
 }
 
-// The CPU convolution has no out= form: where its results are allocated in
-// the outputs' memory, learned per call (computeInto), no copy is needed.
-// Never destroyed: stream workers may run a convolution while the process exits.
-LendingPlan& forwardPlan = *new LendingPlan();
-LendingPlan& backwardPlan = *new LendingPlan();
-
-// A convolution's arguments besides its tensors, for a LendingPlan's key.
+// A convolution's arguments besides its tensors: with the tensors, they key
+// a speed layer's plan for where the results may be computed in place.
 c10::SmallVector<int64_t, 16> planArguments(const Dims& s, const Dims& p, const Dims& d, const Dims& o,
                                             bool transposed, int64_t groups, std::array<bool, 3> outputMask = {}) {
   c10::SmallVector<int64_t, 16> arguments;
@@ -55,24 +47,6 @@ c10::SmallVector<int64_t, 16> planArguments(const Dims& s, const Dims& p, const 
     arguments.push_back(flag);
   }
   return arguments;
-}
-
-// Speed layer: the forward's launch with fast paths on, through the host
-// fast path's launch (fast/FastLaunch.h): the tensors described straight into
-// a recycled closure, no vector of tensors, no std::function, and none of the
-// public launchKernel's checks, which the operator made already (one device,
-// checkSameDevice; openreg, the dispatch key). Measured when introduced, as
-// host-thread CPU time of a 1-element F.conv2d: 3.9-4.1 us before, 3.8-3.95
-// us after (the CPU's whole conv2d: 5.0 us). Most of the host's time is
-// PyTorch's own path to convolution_overrideable, which the CPU pays too.
-template <typename Kernel>
-void launchForward(c10::DeviceIndex device, Kernel&& kernel, const at::Tensor& output, const at::Tensor& input,
-                   const at::Tensor& weight, const at::Tensor* bias) {
-  if (bias != nullptr) {
-    fast::launchOnTensors("convolution", device, std::forward<Kernel>(kernel), output, input, weight, *bias);
-  } else {
-    fast::launchOnTensors("convolution", device, std::forward<Kernel>(kernel), output, input, weight);
-  }
 }
 
 }  // namespace
@@ -98,15 +72,13 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   auto kernel = [=](std::vector<at::Tensor>& v) {
     std::optional<at::Tensor> b = v.size() > 3 ? std::optional<at::Tensor>(v[3]) : std::nullopt;
     // LITERALINCLUDE START: CONVOLUTION_COMPUTE_INTO
-    computeInto(forwardPlan, v, planArguments(s, p, d, o, transposed, groups), v[0], [&] {
+    // The CPU convolution has no out= form: it returns its result, which a
+    // speed layer may have it compute in the output's memory (SpeedLayer.h).
+    speedLayer().computeInto("convolution", v, planArguments(s, p, d, o, transposed, groups), v[0], [&] {
       return std::vector<at::Tensor>{at::convolution(v[1], v[2], b, s, p, d, transposed, o, groups)};
     });
     // LITERALINCLUDE END: CONVOLUTION_COMPUTE_INTO
   };
-  if (fastPathsEnabled()) {
-    launchForward(input.device().index(), std::move(kernel), output, input, weight, hasBias ? &*bias : nullptr);
-    return output;
-  }
   std::vector<at::Tensor> operands{output, input, weight};
   if (hasBias) operands.push_back(*bias);
   launchKernel("convolution", operands, std::move(kernel));
@@ -136,7 +108,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     for (size_t i = 0, next = 3; i < 3; ++i) {
       if (outputMask[i]) outputs[i] = v[next++];
     }
-    computeInto(backwardPlan, v, planArguments(s, p, d, o, transposed, groups, outputMask), outputs, [&] {
+    speedLayer().computeInto("convolution_backward", v, planArguments(s, p, d, o, transposed, groups, outputMask),
+                             outputs, [&] {
       auto grads = at::convolution_backward(v[0], v[1], v[2], biasSizes, s, p, d, transposed, o,
                                             groups, outputMask);
       return std::vector<at::Tensor>{std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};

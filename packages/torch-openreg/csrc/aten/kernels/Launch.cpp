@@ -1,8 +1,7 @@
 // Launch.cpp - the plain launch: the public launchKernel
 // (torch_openreg/Kernel.h) and the device views its kernels see (Note
-// [Running CPU kernels on device memory] in Launch.h). With fast paths on,
-// launchKernel hands over to the speed layer's launch (fast/FastLaunch.h)
-// after the same checks.
+// [Running CPU kernels on device memory] in Launch.h). A speed layer may
+// take over the launch after launchKernel's checks (SpeedLayer.h).
 #include "aten/kernels/Launch.h"
 
 #include <ATen/ops/_conj.h>
@@ -12,8 +11,7 @@
 
 #include <utility>
 
-#include "fast/FastLaunch.h"
-#include "fast/FastPaths.h"
+#include "aten/SpeedLayer.h"
 #include "runtime/Stream.h"
 
 namespace torch_openreg {
@@ -113,10 +111,11 @@ at::Tensor cpuView(const DeviceView& view) {
 // LITERALINCLUDE START: PLAIN_LAUNCH
 void launchKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body) {
   c10::DeviceIndex device = kernelDevice(name, tensors);
-  if (fastPathsEnabled()) {
-    fast::launchErased(name, device, tensors, std::move(body));
-    return;
-  }
+  speedLayer().launch(name, device, tensors, std::move(body));  // plainLaunch, unless a speed layer steps in
+}
+
+void plainLaunch(const char* name, c10::DeviceIndex device, const std::vector<at::Tensor>& tensors,
+                 KernelBody body) {
   PlainKernel kernel{{}, std::move(body)};
   for (const at::Tensor& t : tensors) describeInto(kernel.operands.emplace_back(), t);
   OPENREG_CHECK(openreg::launch(currentNativeStream(device), name, std::move(kernel)));

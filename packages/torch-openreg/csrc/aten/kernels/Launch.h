@@ -1,7 +1,6 @@
 // Launch.h - the plain launch's pieces: how a kernel sees openreg tensors.
 // The launch itself is the public launchKernel (torch_openreg/Kernel.h,
-// implemented in Launch.cpp); the speed layer's launches (fast/FastLaunch.h)
-// reuse these pieces.
+// implemented in Launch.cpp); a speed layer's launch reuses these pieces.
 //
 // LITERALINCLUDE START: DEVICE_VIEWS_NOTE
 // Note [Running CPU kernels on device memory]
@@ -20,6 +19,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <torch_openreg/Kernel.h>
 
 #include <stdexcept>
 
@@ -48,6 +48,11 @@ void describeInto(DeviceView& view, const at::Tensor& deviceTensor);
 // DeviceViewResized error, which the caller may catch by type to run the
 // kernel again with temporary outputs (runOnCpu in OperatorCall.cpp).
 at::Tensor cpuView(const DeviceView& view);
+
+// The plain launch: body over tensors on device's current stream, once
+// launchKernel has checked them (the speed layer's launch replaces it).
+void plainLaunch(const char* name, c10::DeviceIndex device, const std::vector<at::Tensor>& tensors,
+                 KernelBody body);
 
 // What resizing a device view's storage throws.
 class DeviceViewResized : public c10::Error {
