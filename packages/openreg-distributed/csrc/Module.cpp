@@ -5,8 +5,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "Backend.h"
-#include "GlooTransport.h"
-#include "IpcTransport.h"
+#include "transports/GlooTransport.h"
+#include "transports/IpcTransport.h"
 
 namespace py = pybind11;
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../IpcTransport.h"
+#include "../transports/IpcTransport.h"
 #include "../Reduce.h"
 
 namespace occl::fast {

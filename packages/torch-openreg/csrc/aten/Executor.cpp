@@ -22,7 +22,7 @@
 #include "aten/OperatorCall.h"
 #include "aten/SpeedLayer.h"
 #include "runtime/Device.h"
-#include "runtime/Graph.h"
+#include "graphs/Graph.h"
 
 // LITERALINCLUDE START: EXECUTOR_NOTE
 // Note [The device executor]

@@ -22,10 +22,10 @@
 #include "python/Module.h"
 #include "python/TestingHooks.h"
 #include "runtime/Device.h"
-#include "runtime/ActivityRecording.h"
+#include "profiler/ActivityRecording.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
-#include "runtime/Profiler.h"
+#include "profiler/Profiler.h"
 #include "runtime/Serialization.h"
 #include "runtime/Stream.h"
 

@@ -5,7 +5,7 @@
 #include "python/TestingHooks.h"
 
 #include "aten/SpeedLayer.h"
-#include "runtime/ActivityDrain.h"
+#include "profiler/ActivityDrain.h"
 
 namespace py = pybind11;
 

@@ -3,7 +3,7 @@ the device's timeline (openreg-perf replays it on a model of another
 accelerator): what the last torch.profiler session saw (profiler_activity),
 or a region recorded with the operators that queued its work and nothing
 else (record_activity). Not here: the Kineto integration itself
-(csrc/runtime/Profiler.cpp), which turns the same records into the trace.
+(csrc/profiler/Profiler.cpp), which turns the same records into the trace.
 """
 
 from __future__ import annotations

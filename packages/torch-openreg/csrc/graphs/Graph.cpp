@@ -4,7 +4,7 @@
 // Random kernels draw new numbers at every replay (Note [Random numbers in
 // graphs] in Generator.cpp). Not here: torch.cuda.CUDAGraph's capture of
 // several streams joined by events, which openreg graphs do not support.
-#include "runtime/Graph.h"
+#include "graphs/Graph.h"
 
 #include <ATen/core/GraphImplInterface.h>
 

@@ -3,6 +3,11 @@
 // ProcessGroupGloo, created by PyTorch and driven only through the
 // c10d::Backend interface (Gloo's own headers are not shipped with torch).
 // Not here: any network protocol of our own.
+//
+// transports/ holds occl's engines, the part a vendor replaces with its own
+// collective library (as NCCL is CUDA's): Transport.h is all that the
+// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
+// of it.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -11,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "Rendezvous.h"
-#include "Transport.h"
+#include "../Rendezvous.h"
+#include "../Transport.h"
 
 namespace occl {
 

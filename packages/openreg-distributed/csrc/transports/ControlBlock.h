@@ -4,6 +4,11 @@
 // raises a progress counter that the peers watch. See Note [The control
 // block]. Not here: the collective's bytes (IpcTransport reads them where
 // they lie) nor point-to-point messages (they still go through the store).
+//
+// transports/ holds occl's engines, the part a vendor replaces with its own
+// collective library (as NCCL is CUDA's): Transport.h is all that the
+// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
+// of it.
 #pragma once
 
 #include <openreg/openreg.h>
@@ -13,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "Rendezvous.h"
+#include "../Rendezvous.h"
 
 namespace occl {
 

@@ -1,5 +1,5 @@
 // ActivityRecording.cpp - see ActivityRecording.h.
-#include "runtime/ActivityRecording.h"
+#include "profiler/ActivityRecording.h"
 
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "runtime/ActivityDrain.h"
+#include "profiler/ActivityDrain.h"
 
 namespace torch_openreg {
 namespace {

@@ -26,8 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/ActivityDrain.h"
-#include "runtime/Profiler.h"
+#include "profiler/ActivityDrain.h"
+#include "profiler/Profiler.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,6 +1,6 @@
 // ActivityDrain.cpp - see ActivityDrain.h and Note [One consumer of the
 // runtime's records].
-#include "runtime/ActivityDrain.h"
+#include "profiler/ActivityDrain.h"
 
 #include <c10/util/Exception.h>
 

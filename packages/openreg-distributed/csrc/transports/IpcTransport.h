@@ -4,6 +4,11 @@
 // reductions with no host staging. Not here: reaching another host (the
 // gloo transport does), nor deciding which transport a group uses
 // (openreg_distributed/registration.py does).
+//
+// transports/ holds occl's engines, the part a vendor replaces with its own
+// collective library (as NCCL is CUDA's): Transport.h is all that the
+// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
+// of it.
 #pragma once
 
 #include <openreg/openreg.h>
@@ -17,8 +22,8 @@
 #include <vector>
 
 #include "ControlBlock.h"
-#include "Rendezvous.h"
-#include "Transport.h"
+#include "../Rendezvous.h"
+#include "../Transport.h"
 
 namespace occl {
 
