@@ -134,6 +134,12 @@ class OcclBackend final : public c10d::Backend {
     bool pointToPoint = false;                 // not counted in the collective sequence
   };
 
+  // A collective of op over inputs, then outputs, to which this rank
+  // contributes `contributed` (packed) and waits at most `requested`
+  // (kUnsetTimeout: the group's); its body and flags are the caller's.
+  Collective collective(const char* op, c10d::OpType type, std::vector<at::Tensor> inputs,
+                        std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& contributed,
+                        std::chrono::milliseconds requested) const;
   c10::intrusive_ptr<c10d::Work> launch(Collective collective);
   // The future of work just queued on the comm stream: completed now with
   // outputs, stream-ordered after it (Note [occl's stream semantics]).

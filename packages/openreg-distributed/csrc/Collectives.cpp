@@ -81,25 +81,63 @@ void checkExchangeCounts(const CollectiveName& name, const std::vector<std::vect
   }
 }
 
-// PREMUL_SUM's factor as a host value the kernel may capture.
-at::Tensor premulFactor(const c10d::ReduceOp& op) {
-  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return at::Tensor();
-  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(supplement, "occl: ReduceOp.PREMUL_SUM without a factor");
-  if (supplement->tensor_factor.defined()) return supplement->tensor_factor.to(at::kCPU).reshape({});
-  return at::scalar_tensor(supplement->double_factor, at::kDouble);
+// A reduction as a kernel captures it: the op, PREMUL_SUM's factor as a
+// host value (undefined for the other ops), and its name for the signature.
+struct Reduction {
+  c10d::ReduceOp op;
+  at::Tensor factor;
+  std::string name;
+};
+
+Reduction reductionOf(const c10d::ReduceOp& op) {
+  Reduction reduction{op, at::Tensor(), reduceOpName(op)};
+  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(supplement, "occl: ReduceOp.PREMUL_SUM without a factor");
+    reduction.factor = supplement->tensor_factor.defined() ? supplement->tensor_factor.to(at::kCPU).reshape({})
+                                                           : at::scalar_tensor(supplement->double_factor, at::kDouble);
+  }
+  return reduction;
 }
 
+// LITERALINCLUDE START: OCCL_REDUCE_EACH_VIEW
+// The body of allreduce, allreduce_coalesced and reduce: every rank
+// contributes its views; where keeps, each view becomes its reduction over
+// the ranks (a reduce's other ranks only contribute).
+CollectiveBody reduceEachView(std::string signature, Reduction reduction, bool keeps) {
+  return [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
+    Contributions all = transport.exchange(name, {views, signature, {}}, timeout);
+    if (!keeps) return;
+    std::vector<std::vector<at::Tensor>> byRank;
+    for (const at::Tensor& bytes : all.bytes) byRank.push_back(unpackAll(bytes, views));
+    for (size_t i = 0; i < views.size(); ++i) {
+      std::vector<at::Tensor> parts;
+      for (const auto& tensorsOfRank : byRank) parts.push_back(tensorsOfRank[i]);
+      reduceInto(views[i], parts, reduction.op, reduction.factor);
+    }
+  };
+}
+// LITERALINCLUDE END: OCCL_REDUCE_EACH_VIEW
+
 }  // namespace
+
+OcclBackend::Collective OcclBackend::collective(const char* op, c10d::OpType type, std::vector<at::Tensor> inputs,
+                                                std::vector<at::Tensor> outputs,
+                                                const std::vector<at::Tensor>& contributed,
+                                                std::chrono::milliseconds requested) const {
+  Collective c{op, type, std::move(inputs), std::move(outputs)};
+  c.contributionBytes = packedBytes(contributed);
+  c.timeout = timeoutOf(requested);
+  return c;
+}
 
 c10::intrusive_ptr<c10d::Work> OcclBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   checkCount("broadcast", tensors.size(), 1, "tensor");
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == getRank();
-  Collective c{"broadcast", c10d::OpType::BROADCAST, {}, tensors};
-  c.contributionBytes = isRoot ? packedBytes(tensors) : 0;
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("broadcast", c10d::OpType::BROADCAST, {}, tensors, isRoot ? tensors : std::vector<at::Tensor>{},
+                            opts.timeout);
   std::string signature = signatureOf("broadcast", tensors, "root " + std::to_string(root));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     Contributions all = transport.exchange(name, {isRoot ? views : std::vector<at::Tensor>{}, signature, {}}, timeout);
@@ -113,20 +151,14 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::allreduce(std::vector<at::Tensor>& t
                                                       const c10d::AllreduceOptions& opts) {
   checkCount("allreduce", tensors.size(), 1, "tensor");
   checkReduceOp(opts.reduceOp, tensors[0].scalar_type(), "allreduce");
-  Collective c{"allreduce", c10d::OpType::ALLREDUCE, {}, tensors};
-  c.contributionBytes = packedBytes(tensors);
-  c.timeout = timeoutOf(opts.timeout);
-  std::string signature = signatureOf("allreduce", tensors, reduceOpName(opts.reduceOp));
-  c10d::ReduceOp op = opts.reduceOp;
-  at::Tensor factor = premulFactor(op);
-  c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {views, signature, {}}, timeout);
-    std::vector<at::Tensor> parts;
-    for (const at::Tensor& bytes : all.bytes) parts.push_back(unpackAll(bytes, views)[0]);
-    reduceInto(views[0], parts, op, factor);
-  };
+  Collective c = collective("allreduce", c10d::OpType::ALLREDUCE, {}, tensors, tensors, opts.timeout);
+  Reduction reduction = reductionOf(opts.reduceOp);
+  std::string signature = signatureOf("allreduce", tensors, reduction.name);
+  c.body = reduceEachView(signature, reduction, /*keeps=*/true);
   // The speed layer's seam: it replaces the body when it applies.
-  if (auto inPlace = fast::inPlaceAllreduce(*transport_, tensors[0], signature, op, factor)) c.body = *inPlace;
+  if (auto inPlace = fast::inPlaceAllreduce(*transport_, tensors[0], signature, reduction.op, reduction.factor)) {
+    c.body = *inPlace;
+  }
   return launch(std::move(c));
 }
 // LITERALINCLUDE END: OCCL_ALLREDUCE
@@ -134,43 +166,21 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::allreduce(std::vector<at::Tensor>& t
 c10::intrusive_ptr<c10d::Work> OcclBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                 const c10d::AllreduceCoalescedOptions& opts) {
   for (const at::Tensor& t : tensors) checkReduceOp(opts.reduceOp, t.scalar_type(), "allreduce_coalesced");
-  Collective c{"allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, {}, tensors};
-  c.contributionBytes = packedBytes(tensors);
-  c.timeout = timeoutOf(opts.timeout);
-  std::string signature = signatureOf("allreduce_coalesced", tensors, reduceOpName(opts.reduceOp));
-  c10d::ReduceOp op = opts.reduceOp;
-  at::Tensor factor = premulFactor(op);
-  c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {views, signature, {}}, timeout);
-    std::vector<std::vector<at::Tensor>> byRank;
-    for (const at::Tensor& bytes : all.bytes) byRank.push_back(unpackAll(bytes, views));
-    for (size_t i = 0; i < views.size(); ++i) {
-      std::vector<at::Tensor> parts;
-      for (const auto& tensorsOfRank : byRank) parts.push_back(tensorsOfRank[i]);
-      reduceInto(views[i], parts, op, factor);
-    }
-  };
+  Collective c = collective("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, {}, tensors, tensors,
+                            opts.timeout);
+  Reduction reduction = reductionOf(opts.reduceOp);
+  c.body = reduceEachView(signatureOf("allreduce_coalesced", tensors, reduction.name), reduction, /*keeps=*/true);
   return launch(std::move(c));
 }
 
 c10::intrusive_ptr<c10d::Work> OcclBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   checkCount("reduce", tensors.size(), 1, "tensor");
   checkReduceOp(opts.reduceOp, tensors[0].scalar_type(), "reduce");
-  Collective c{"reduce", c10d::OpType::REDUCE, {}, tensors};
-  c.contributionBytes = packedBytes(tensors);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("reduce", c10d::OpType::REDUCE, {}, tensors, tensors, opts.timeout);
   int root = static_cast<int>(opts.rootRank);
-  bool isRoot = root == getRank();
-  std::string signature = signatureOf("reduce", tensors, reduceOpName(opts.reduceOp) + " root " + std::to_string(root));
-  c10d::ReduceOp op = opts.reduceOp;
-  at::Tensor factor = premulFactor(op);
-  c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {views, signature, {}}, timeout);
-    if (!isRoot) return;
-    std::vector<at::Tensor> parts;
-    for (const at::Tensor& bytes : all.bytes) parts.push_back(unpackAll(bytes, views)[0]);
-    reduceInto(views[0], parts, op, factor);
-  };
+  Reduction reduction = reductionOf(opts.reduceOp);
+  std::string signature = signatureOf("reduce", tensors, reduction.name + " root " + std::to_string(root));
+  c.body = reduceEachView(signature, reduction, /*keeps=*/root == getRank());
   return launch(std::move(c));
 }
 
@@ -188,9 +198,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::allgather_coalesced(std::vector<std:
     }
     flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
   }
-  Collective c{"allgather", c10d::OpType::ALLGATHER, inputs, flat};
-  c.contributionBytes = packedBytes(inputs);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("allgather", c10d::OpType::ALLGATHER, inputs, flat, inputs, opts.timeout);
   std::string signature = signatureOf("allgather", inputs);
   size_t count = inputs.size();
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
@@ -221,9 +229,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::allgather_into_tensor_coalesced(std:
                 "occl: all_gather_into_tensor needs an output of the input's dtype with world size (", world,
                 ") times its elements; got ", outputs[i].numel(), " for an input of ", inputs[i].numel());
   }
-  Collective c{"all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, inputs, outputs};
-  c.contributionBytes = packedBytes(inputs);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, inputs, outputs, inputs,
+                            opts.timeout);
   std::string signature = signatureOf("all_gather_into_tensor", inputs);
   size_t count = inputs.size();
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
@@ -251,9 +258,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::gather(std::vector<std::vector<at::T
   std::vector<at::Tensor> flat = isRoot && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
   if (isRoot) checkCount("gather", flat.size(), world, "output tensors on the root (one per rank)");
   checkEachLike("gather", flat, inputs[0], "output tensors", "input");
-  Collective c{"gather", c10d::OpType::GATHER, inputs, flat};
-  c.contributionBytes = packedBytes(inputs);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("gather", c10d::OpType::GATHER, inputs, flat, inputs, opts.timeout);
   std::string signature = signatureOf("gather", inputs, "root " + std::to_string(root));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     std::vector<at::Tensor> mine = slice(views, 0, 1);
@@ -273,9 +278,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::scatter(std::vector<at::Tensor>& out
   std::vector<at::Tensor> sources = isRoot && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
   if (isRoot) checkCount("scatter", sources.size(), world, "input tensors on the root (one per rank)");
   checkEachLike("scatter", sources, outputs[0], "input tensors", "output");
-  Collective c{"scatter", c10d::OpType::SCATTER, sources, outputs};
-  c.contributionBytes = packedBytes(sources);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("scatter", c10d::OpType::SCATTER, sources, outputs, sources, opts.timeout);
   std::string signature = signatureOf("scatter", outputs, "root " + std::to_string(root));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     std::vector<at::Tensor> mine = slice(views, 0, isRoot ? world : 0);
@@ -295,18 +298,16 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::reduce_scatter(std::vector<at::Tenso
   checkCount("reduce_scatter", inputs[0].size(), world, "input tensors (one per rank)");
   checkReduceOp(opts.reduceOp, outputs[0].scalar_type(), "reduce_scatter");
   checkEachLike("reduce_scatter", inputs[0], outputs[0], "input tensors", "output");
-  Collective c{"reduce_scatter", c10d::OpType::REDUCE_SCATTER, inputs[0], outputs};
-  c.contributionBytes = packedBytes(inputs[0]);
-  c.timeout = timeoutOf(opts.timeout);
-  std::string signature = signatureOf("reduce_scatter", inputs[0], reduceOpName(opts.reduceOp));
-  c10d::ReduceOp op = opts.reduceOp;
-  at::Tensor factor = premulFactor(op);
+  Collective c = collective("reduce_scatter", c10d::OpType::REDUCE_SCATTER, inputs[0], outputs, inputs[0],
+                            opts.timeout);
+  Reduction reduction = reductionOf(opts.reduceOp);
+  std::string signature = signatureOf("reduce_scatter", inputs[0], reduction.name);
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     std::vector<at::Tensor> mine = slice(views, 0, world);
     Contributions all = transport.exchange(name, {mine, signature, {}}, timeout);
     std::vector<at::Tensor> parts;
     for (const at::Tensor& bytes : all.bytes) parts.push_back(unpackAll(bytes, mine)[rank]);
-    reduceInto(views.back(), parts, op, factor);
+    reduceInto(views.back(), parts, reduction.op, reduction.factor);
   };
   return launch(std::move(c));
 }
@@ -322,12 +323,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::reduce_scatter_tensor_coalesced(std:
                 "occl: reduce_scatter_tensor needs an input of the output's dtype with world size (", world,
                 ") times its elements; got ", inputs[i].numel(), " for an output of ", outputs[i].numel());
   }
-  Collective c{"reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, inputs, outputs};
-  c.contributionBytes = packedBytes(inputs);
-  c.timeout = timeoutOf(opts.timeout);
-  std::string signature = signatureOf("reduce_scatter_tensor", inputs, reduceOpName(opts.reduceOp));
-  c10d::ReduceOp op = opts.reduceOp;
-  at::Tensor factor = premulFactor(op);
+  Collective c = collective("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, inputs, outputs, inputs,
+                            opts.timeout);
+  Reduction reduction = reductionOf(opts.reduceOp);
+  std::string signature = signatureOf("reduce_scatter_tensor", inputs, reduction.name);
   size_t count = inputs.size();
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     std::vector<at::Tensor> mine = slice(views, 0, count);
@@ -337,7 +336,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::reduce_scatter_tensor_coalesced(std:
     for (size_t i = 0; i < count; ++i) {
       std::vector<at::Tensor> parts;
       for (const auto& tensorsOfRank : byRank) parts.push_back(chunk(tensorsOfRank[i], rank, world));
-      reduceInto(views[count + i].view(-1), parts, op, factor);
+      reduceInto(views[count + i].view(-1), parts, reduction.op, reduction.factor);
     }
   };
   return launch(std::move(c));
@@ -376,9 +375,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall_base(at::Tensor& output, at
               "occl: all_to_all_single needs an output whose rows are like the input's (", input.scalar_type(), " ",
               input.sizes().slice(1), "); got ", output.scalar_type(), " ", output.sizes().slice(1));
   int64_t outputRows = output.size(0);
-  Collective c{"all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, {output}};
-  c.contributionBytes = packedBytes({input});
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, {output}, {input}, opts.timeout);
   std::string signature = signatureOf("all_to_all_single", {}, std::string(c10::toString(input.scalar_type())) +
                                                                    " rows of " + c10::str(input.sizes().slice(1)));
   std::vector<int64_t> counts = sendRows;
@@ -409,9 +406,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall(std::vector<at::Tensor>& ou
   std::vector<int64_t> sizes;  // elements sent to each rank, then expected from each
   for (const at::Tensor& t : inputs) sizes.push_back(t.numel());
   for (const at::Tensor& t : outputs) sizes.push_back(t.numel());
-  Collective c{"all_to_all", c10d::OpType::ALLTOALL, inputs, outputs};
-  c.contributionBytes = packedBytes(inputs);
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("all_to_all", c10d::OpType::ALLTOALL, inputs, outputs, inputs, opts.timeout);
   std::string signature = signatureOf("all_to_all", {}, c10::toString(inputs[0].scalar_type()));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     Contributions all = transport.exchange(name, {slice(views, 0, world), signature, sizes}, timeout);
@@ -429,12 +424,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::send(std::vector<at::Tensor>& tensor
   checkCount("send", tensors.size(), 1, "tensor");
   TORCH_CHECK(dstRank >= 0 && dstRank < getSize() && dstRank != getRank(), "occl: send to rank ", dstRank,
               ": not another rank of this group of ", getSize());
-  Collective c{"send", c10d::OpType::SEND, tensors, {}};
-  c.contributionBytes = packedBytes(tensors);
+  Collective c = collective("send", c10d::OpType::SEND, tensors, {}, tensors, c10d::kUnsetTimeout);
   c.sendTo = dstRank;
   c.tag = tag;
   c.pointToPoint = true;
-  c.timeout = timeout_;
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     transport.send(name, views[0], dstRank, tag, timeout);
   };
@@ -445,10 +438,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::recv(std::vector<at::Tensor>& tensor
   checkCount("recv", tensors.size(), 1, "tensor");
   TORCH_CHECK(srcRank == -1 || (srcRank >= 0 && srcRank < getSize() && srcRank != getRank()), "occl: recv from rank ",
               srcRank, ": not another rank of this group of ", getSize());
-  Collective c{srcRank < 0 ? "recv_anysource" : "recv", srcRank < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV,
-               {}, tensors};
+  Collective c = collective(srcRank < 0 ? "recv_anysource" : "recv",
+                            srcRank < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, {}, tensors, {},
+                            c10d::kUnsetTimeout);
   c.pointToPoint = true;
-  c.timeout = timeout_;
   c.source = std::make_shared<std::atomic<int>>(srcRank);
   auto source = c.source;
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
@@ -462,8 +455,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::recvAnysource(std::vector<at::Tensor
 }
 
 c10::intrusive_ptr<c10d::Work> OcclBackend::barrier(const c10d::BarrierOptions& opts) {
-  Collective c{"barrier", c10d::OpType::BARRIER, {}, {}};
-  c.timeout = timeoutOf(opts.timeout);
+  Collective c = collective("barrier", c10d::OpType::BARRIER, {}, {}, {}, opts.timeout);
   c.blocksHost = true;
   c.body = [](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
     transport.exchange(name, {{}, "barrier", {}}, timeout);
