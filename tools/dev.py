@@ -362,6 +362,10 @@ PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name 
 )]
 # .venv holds every package: the "all" combination.
 ALL = combination_environment("all")
+# What CI's "all" runs: every test but the layers' own suites, which CI ran
+# just before, each in its combination (a layer alone with the core), so no
+# test runs twice; the cross-package tests of tests/ run with every package.
+ALL_AFTER_COMBINATIONS = [ROOT / "packages" / "openreg-runtime" / "tests", TORCH_OPENREG_TESTS, ROOT / "tests"]
 PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
 
 
@@ -418,7 +422,7 @@ def main() -> None:
             step([PYTHON, "tools/sanitize.py"]),
             *[lambda name=name: ci_combination(name) for name in CI_COMBINATIONS],
             lambda: test_plain_path([]),
-            step([PYTHON, "-m", "pytest", *args], ALL),
+            step([PYTHON, "-m", "pytest", *ALL_AFTER_COMBINATIONS, *args], ALL),
         ],
     }
     if command not in steps:
