@@ -99,20 +99,22 @@ def _predicted_kernel(fn, profile):
 def test_fp32_matrix_products_use_tf32_where_pytorch_s_flags_allow_it():
     a = torch.randn(2048, 2048, device="openreg")
     h100 = openreg_perf.load_profile("h100-sxm")
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    matmul = torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default: FP32 on the FP32 units
         fp32 = _predicted_kernel(lambda: a @ a, h100)
         torch.backends.cuda.matmul.allow_tf32 = True  # as set_float32_matmul_precision("high")
         tf32 = _predicted_kernel(lambda: a @ a, h100)
-        image, weight = torch.randn(32, 64, 56, 56, device="openreg"), torch.randn(64, 64, 3, 3, device="openreg")
-        convolution = lambda: torch.nn.functional.conv2d(image, weight)  # noqa: E731
-        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
-        conv_tf32 = _predicted_kernel(convolution, h100)
-        torch.backends.cudnn.allow_tf32 = False
-        conv_fp32 = _predicted_kernel(convolution, h100)
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+    image, weight = torch.randn(32, 64, 56, 56, device="openreg"), torch.randn(64, 64, 3, 3, device="openreg")
+    convolution = lambda: torch.nn.functional.conv2d(image, weight)  # noqa: E731
+    # cudnn's flags through their context manager: PyTorch's test utilities,
+    # once imported, forbid setting them directly.
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):  # PyTorch's default for convolutions
+        conv_tf32 = _predicted_kernel(convolution, h100)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        conv_fp32 = _predicted_kernel(convolution, h100)
     peaks = h100.peak.tf32_flops_per_s / h100.peak.fp32_flops_per_s
     # Faster by the ratio of the peaks, less what the fixed costs (setup, kernel floor) take of it.
     assert peaks / 2 < fp32.seconds / tf32.seconds <= peaks
