@@ -1,8 +1,9 @@
 """Quantization on openreg with torchao, PyTorch's quantization library:
 quantize_ applied to a model on openreg gives the results the same
 configuration gives on the CPU, with no operator falling back to the CPU,
-eagerly and under torch.compile. (PyTorch's legacy quantized tensors are not
-supported yet: test_legacy_quantized_tensors_are_refused_clearly.)"""
+eagerly and under torch.compile, and quantization-aware training trains to
+the CPU's bits. (PyTorch's legacy quantized tensors are not supported yet:
+test_legacy_quantized_tensors_are_refused_clearly.)"""
 
 from __future__ import annotations
 
@@ -77,6 +78,43 @@ def test_a_compiled_quantized_model_on_openreg_matches_the_cpu(tmp_path, monkeyp
         result = compiled(x.to("openreg"))
     torch._dynamo.reset()
     torch.testing.assert_close(result.cpu(), on_cpu(x), rtol=1e-5, atol=1e-5)
+    assert torch.openreg.fallback_counts() == {}
+
+
+# LITERALINCLUDE START: QAT_ON_OPENREG
+QAT_CONFIG = torchao_quantization.Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4)
+
+
+def qat_trained(model: nn.Module, device: str, steps: int = 3) -> list[float]:
+    """Quantization-aware training: fake-quantized int8 activations and int4
+    weights in the forward, full-precision gradients; the losses per step."""
+    torchao_quantization.quantize_(model, torchao_quantization.qat.QATConfig(QAT_CONFIG, step="prepare"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x, target = torch.randn(8, 64).to(device), torch.randn(8, 16).to(device)
+        loss = nn.functional.mse_loss(model(x), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+# LITERALINCLUDE END: QAT_ON_OPENREG
+
+
+def test_quantization_aware_training_on_openreg_matches_the_cpu():
+    torch.manual_seed(0)
+    model = mlp()
+    on_cpu, on_openreg = copy.deepcopy(model), copy.deepcopy(model).to("openreg")
+    assert qat_trained(on_openreg, "openreg") == qat_trained(on_cpu, "cpu")
+    for trained, reference in zip(on_openreg.parameters(), on_cpu.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach().cpu(), reference.detach(), rtol=0, atol=0)
+    # Converted to the real quantized model: int4 weights, int8 activations.
+    for model in (on_openreg, on_cpu):
+        torchao_quantization.quantize_(model, torchao_quantization.qat.QATConfig(QAT_CONFIG, step="convert"))
+    x = torch.randn(4, 64)
+    torch.testing.assert_close(on_openreg(x.to("openreg")).cpu(), on_cpu(x), rtol=0, atol=0)
     assert torch.openreg.fallback_counts() == {}
 
 
