@@ -3,6 +3,14 @@
 // move one message from a rank to another. Not here: the collectives
 // themselves (Collectives.cpp builds each one on these two calls) nor
 // streams (every call below runs inside a kernel on the comm stream).
+//
+// Note [Replacing occl's transports]
+// transports/ holds occl's engines: the same-host one over the runtime's IPC
+// (IpcTransport, ControlBlock) and the cross-host one over gloo
+// (GlooTransport). They are the part a vendor replaces with its own
+// collective library, as NCCL is CUDA's: this interface is all that the
+// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
+// of them.
 #pragma once
 
 #include <ATen/core/Tensor.h>

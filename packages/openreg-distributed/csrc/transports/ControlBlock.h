@@ -5,10 +5,8 @@
 // block]. Not here: the collective's bytes (IpcTransport reads them where
 // they lie) nor point-to-point messages (they still go through the store).
 //
-// transports/ holds occl's engines, the part a vendor replaces with its own
-// collective library (as NCCL is CUDA's): Transport.h is all that the
-// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
-// of it.
+// One of occl's engines, which a vendor replaces (Note [Replacing occl's
+// transports] in Transport.h).
 #pragma once
 
 #include <openreg/openreg.h>

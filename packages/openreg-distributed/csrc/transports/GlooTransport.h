@@ -4,10 +4,8 @@
 // c10d::Backend interface (Gloo's own headers are not shipped with torch).
 // Not here: any network protocol of our own.
 //
-// transports/ holds occl's engines, the part a vendor replaces with its own
-// collective library (as NCCL is CUDA's): Transport.h is all that the
-// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
-// of it.
+// One of occl's engines, which a vendor replaces (Note [Replacing occl's
+// transports] in Transport.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>

@@ -5,10 +5,8 @@
 // gloo transport does), nor deciding which transport a group uses
 // (openreg_distributed/registration.py does).
 //
-// transports/ holds occl's engines, the part a vendor replaces with its own
-// collective library (as NCCL is CUDA's): Transport.h is all that the
-// collectives (Collectives.cpp) and the c10d integration (Backend.cpp) ask
-// of it.
+// One of occl's engines, which a vendor replaces (Note [Replacing occl's
+// transports] in Transport.h).
 #pragma once
 
 #include <openreg/openreg.h>
