@@ -88,10 +88,12 @@ orError_t orEventRecord(orEvent_t handle, orStream_t streamHandle) {
                        "stream to device %d; record it on a stream of device %d",
                        event->device, stream->device.index, event->device));
   }
-  // A faulted device's or failed stream's work is skipped: a capture of it
-  // would complete without the work, so report the failure here (Note
-  // [Sticky errors], Note [Stream errors]).
-  if ((status = stream->check()) != orSuccess) return status;
+  // A faulted device's work is skipped: a capture of it would complete
+  // without the work, so report the failure here (Note [Sticky errors]). A
+  // failed stream's error is the captured work's, not this call's: the
+  // capture carries it to its waiters (Note [Stream errors]), whether the
+  // failure came before this call or after it.
+  if ((status = stream->device.checkSticky()) != orSuccess) return status;
   auto capture = std::make_shared<EventCapture>();
   capture->stream = stream;
   capture->progress = stream->progress;

@@ -179,7 +179,8 @@ void Progress::advance() {
 // at the op that failed: every later op of the stream is skipped, the next
 // launch onto it and every call that waits for it (stream, event or device
 // synchronisation, a pageable copy) return the error, and an event recorded
-// after the failure carries it to each stream that waits for the event,
+// after the failed op (before or after the failure happened: recording
+// succeeds either way) carries it to each stream that waits for the event,
 // which fails in turn. The device and its other streams go on, so nothing
 // that does not depend on the failed work sees the error, and nothing that
 // does sees a value. orDeviceReset clears it, with the device's sticky error.

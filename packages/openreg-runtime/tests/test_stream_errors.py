@@ -42,8 +42,16 @@ def test_work_after_the_failure_is_skipped_and_every_wait_reports_it(res, raises
         ort.stream_query(s)
     with raises_or("orErrorLaunchFailure", "collective #3 lost rank 1"):
         ort.launch_kernel(s, lambda: ran.append("later"), "later")
+    # An event recorded now succeeds, as one recorded before the failure
+    # would have, and carries the failure to whatever waits for it.
+    late = res.event()
+    ort.event_record(late, s)
     with raises_or("orErrorLaunchFailure", "collective #3 lost rank 1"):
-        ort.event_record(res.event(), s)
+        ort.event_synchronize(late)
+    waiter = res.stream()
+    ort.stream_wait_event(waiter, late)
+    with raises_or("orErrorLaunchFailure", "collective #3 lost rank 1"):
+        ort.stream_synchronize(waiter)
     with raises_or("orErrorLaunchFailure", "collective #3 lost rank 1"):
         ort.device_synchronize()
     # The device and its other streams go on: this is no sticky error.

@@ -461,8 +461,11 @@ OPENREG_API orError_t orEventCreateWithFlags(orEvent_t* event,
  * work has finished. Recording again replaces the capture.
  *   event   in
  *   stream  in: must belong to the event's device
+ * On a stream that holds a stream error the record succeeds, whether the
+ * failure came before or after the call: the event carries the error to
+ * every stream and host that waits for it (Note [Stream errors]).
  * Returns orSuccess, orErrorInvalidResourceHandle, orErrorInvalidDevice
- * (stream of another device), or the stream's sticky or stream error.
+ * (stream of another device), or the device's sticky error.
  * Related: orStreamWaitEvent, orEventSynchronize. */
 OPENREG_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
 

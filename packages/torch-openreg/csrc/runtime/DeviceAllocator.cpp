@@ -30,6 +30,8 @@
 
 #include <torch_openreg/Check.h>
 
+#include "graphs/GraphPools.h"
+#include "runtime/AllocatorBlocks.h"
 #include "runtime/Device.h"
 #include "runtime/Event.h"
 #include "runtime/Stream.h"
@@ -64,59 +66,7 @@ size_t roundUp(size_t n, size_t to) {
   return padded / to * to;
 }
 
-struct PrivatePool;
 
-struct Block {
-  c10::DeviceIndex device = 0;
-  PrivatePool* privatePool = nullptr;  // a graph's pool, or null for the shared pools
-  orStream_t stream = nullptr;  // the stream it was allocated on
-  size_t size = 0;
-  size_t requested = 0;
-  char* ptr = nullptr;
-  bool small = false;
-  bool allocated = false;
-  Block* prev = nullptr;  // neighbours inside the same segment
-  Block* next = nullptr;
-  std::set<orStream_t> otherStreams;  // from record_stream
-  int pendingEvents = 0;
-
-  bool wholeSegment() const { return prev == nullptr && next == nullptr; }
-};
-
-// Pools order blocks by (stream, size, address): best fit on one stream.
-struct BlockOrder {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    if (a->size != b->size) return a->size < b->size;
-    return a->ptr < b->ptr;
-  }
-};
-using Pool = std::set<Block*, BlockOrder>;
-
-// LITERALINCLUDE START: GRAPH_PRIVATE_POOL
-// Note [Graph memory pools]
-// Kernels captured into a graph keep the addresses they were captured with,
-// so the memory a capture allocates must not be handed to anyone else while
-// the graph can still replay. A capture therefore allocates from a private
-// pool (per MempoolId, shared by graphs given the same id): blocks freed
-// during the capture are reused only by that pool's later allocations, in
-// the same stream order that every replay follows. The pool's segments go
-// back to the runtime when its last graph releases it (Graph.reset()) and
-// none of its blocks is still held by a tensor.
-struct PrivatePool {
-  c10::MempoolId_t id;
-  Pool small, large;
-  int graphs = 0;              // graphs using the pool; 0: release it when idle
-  size_t allocatedBlocks = 0;  // blocks not back in the pool (held, or waiting for record_stream's events)
-};
-
-// A capture under way: its stream's allocations go to pool.
-struct CaptureTarget {
-  orStream_t stream;
-  PrivatePool* pool;
-  bool othersForbidden;  // allocations on other streams of the device raise
-};
-// LITERALINCLUDE END: GRAPH_PRIVATE_POOL
 
 void updateStat(StatArray& stats, bool small, int64_t delta) {
   for (auto type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
@@ -191,7 +141,7 @@ class DeviceCache {
 
   void emptyCache() {
     std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(captures_.empty(), "openreg: empty_cache() is not permitted while a graph is being captured on "
+    TORCH_CHECK(!graphPools_.capturing(), "openreg: empty_cache() is not permitted while a graph is being captured on "
                 "device ", static_cast<int>(device_), "; call it after capture_end()");
     waitForAllFrees();
     OPENREG_CHECK(releaseCachedSegments());
@@ -202,28 +152,20 @@ class DeviceCache {
     return stats_;
   }
 
-  // Note [Graph memory pools]
+  // Note [Graph memory pools] (graphs/GraphPools.h)
   void beginAllocateToPool(c10::MempoolId_t id, orStream_t stream, bool othersForbidden) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& privatePool = privatePools_[id];
-    if (privatePool == nullptr) privatePool = std::make_unique<PrivatePool>(PrivatePool{id});
-    ++privatePool->graphs;
-    captures_.push_back({stream, privatePool.get(), othersForbidden});
+    graphPools_.beginCapture(id, stream, othersForbidden);
   }
 
   void endAllocateToPool(orStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
-                                   [&](const CaptureTarget& c) { return c.stream == stream; }),
-                    captures_.end());
+    graphPools_.endCapture(stream);
   }
 
   void releasePool(c10::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto found = privatePools_.find(id);
-    if (found == privatePools_.end() || found->second->graphs == 0) return;
-    --found->second->graphs;
-    releasePrivatePoolIfIdle(found->second.get());
+    if (PrivatePool* privatePool = graphPools_.releaseGraph(id)) releasePrivatePoolIfIdle(privatePool);
   }
 
   void resetAccumulated() {
@@ -297,7 +239,7 @@ class DeviceCache {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     void* ptr = nullptr;
     orError_t status = orMalloc(&ptr, segment);
-    if (status == orErrorMemoryAllocation && captures_.empty()) {  // orFree is refused during capture
+    if (status == orErrorMemoryAllocation && !graphPools_.capturing()) {  // orFree is refused during capture
       ++stats_.num_alloc_retries;
       waitForAllFrees();
       releaseCachedSegments();
@@ -428,14 +370,11 @@ class DeviceCache {
   // an allocation on another stream of the device while a strict capture
   // is under way: that memory would be outside the graph's pool.
   PrivatePool* captureTargetFor(orStream_t stream, std::unique_lock<std::mutex>& lock) {
-    for (const CaptureTarget& capture : captures_) {
-      if (capture.stream == stream) return capture.pool;
-    }
-    for (const CaptureTarget& capture : captures_) {
-      if (!capture.othersForbidden) continue;
+    if (PrivatePool* target = graphPools_.targetFor(stream)) return target;
+    if (std::optional<orStream_t> capturing = graphPools_.captureForbiddingOthers()) {
       lock.unlock();
       TORCH_CHECK(false, "openreg: allocating device memory on stream ", static_cast<void*>(stream),
-                  " while a graph is being captured on stream ", static_cast<void*>(capture.stream),
+                  " while a graph is being captured on stream ", static_cast<void*>(*capturing),
                   " of device ", static_cast<int>(device_), " would allocate outside the graph's memory pool. "
                   "Allocate before the capture, on the capturing stream, or capture with "
                   "capture_error_mode=\"relaxed\"");
@@ -445,11 +384,11 @@ class DeviceCache {
 
   // Frees a released pool's segments once all its blocks are back (merged whole).
   void releasePrivatePoolIfIdle(PrivatePool* privatePool) {
-    if (privatePool->graphs > 0 || privatePool->allocatedBlocks > 0) return;
+    if (!privatePool->idle()) return;
     for (Pool* blocks : {&privatePool->small, &privatePool->large}) {
       for (Block* block : *blocks) freeSegment(block);
     }
-    privatePools_.erase(privatePool->id);
+    graphPools_.erase(*privatePool);
   }
 
   void finishPendingFree(Block* block) {
@@ -485,8 +424,7 @@ class DeviceCache {
   const bool caching_;
   std::mutex mutex_;
   Pool small_, large_;
-  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> privatePools_;
-  std::vector<CaptureTarget> captures_;
+  GraphPools graphPools_;
   std::deque<std::pair<RecordedEvent, Block*>> pending_;
   DeviceStats stats_;
 };

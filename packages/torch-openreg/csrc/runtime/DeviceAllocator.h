@@ -13,7 +13,7 @@ namespace torch_openreg {
 
 c10::DeviceAllocator* deviceAllocator();
 
-// Graph captures (Note [Graph memory pools] in DeviceAllocator.cpp).
+// Graph captures (Note [Graph memory pools] in graphs/GraphPools.h).
 // From now until endAllocateToPool, allocations on stream come from the
 // private pool pool of device (created on first use; each call counts one
 // more graph using it). othersForbidden: allocations on the device's other
