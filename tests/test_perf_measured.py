@@ -52,16 +52,26 @@ REPRESENTATIVE = [
     ("kernel: add (out=) | 1024 elements, eager back to back | FP32", 0.25),  # the host's launch: 0.97
     ("kernel: add (out=) | 67108864 elements, eager back to back | FP32", 0.15),  # memory-bound: 1.02
     ("copy: host to device, pinned | 1073741824 bytes", 0.10),  # the host link: 0.98
-    ("training step: GPT-2 small", 0.20),  # a compute-bound step, timing-only: 1.04
 ]
 
 
-@pytest.mark.needs_packages("openreg-perf")
-@pytest.mark.parametrize("row, allowed", REPRESENTATIVE, ids=[row for row, _ in REPRESENTATIVE])
-def test_the_h100_profile_predicts_what_an_h100_measured(row, allowed):
+def _predicted_over_measured(row: str) -> float:
     done = subprocess.run([sys.executable, str(BENCH / "perf_measured.py"), "--rows", "--match", row],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     ratios = [float(ratio) for ratio in re.findall(r"ratio\s+([\d.]+)", done.stdout)]
     assert ratios, done.stdout
-    assert abs(ratios[0] - 1) <= allowed, done.stdout
+    return ratios[0]
+
+
+@pytest.mark.needs_packages("openreg-perf")
+@pytest.mark.parametrize("row, allowed", REPRESENTATIVE, ids=[row for row, _ in REPRESENTATIVE])
+def test_the_h100_profile_predicts_what_an_h100_measured(row, allowed):
+    assert abs(_predicted_over_measured(row) - 1) <= allowed
+
+
+# The step runs under autocast("openreg", bfloat16), which openreg-amp provides: without it the step
+# would run in float32 and be predicted as such.
+@pytest.mark.needs_packages("openreg-perf", "openreg-amp")
+def test_the_h100_profile_predicts_a_compute_bound_training_step():
+    assert abs(_predicted_over_measured("training step: GPT-2 small") - 1) <= 0.20  # 1.04 when fitted
