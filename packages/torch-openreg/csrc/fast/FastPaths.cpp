@@ -4,6 +4,8 @@
 
 #include <c10/util/env.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,10 +24,24 @@ namespace {
 // One LendingPlan per call site that computes into its outputs. Never
 // destroyed: stream workers may still use one while the process exits.
 LendingPlan& planNamed(const char* site) {
+  // Call sites name themselves with string literals: each thread keeps the
+  // last few plans it used by the name's address, so a kernel finds its
+  // plan without the lock (a worker runs a convolution's forward and
+  // backward in turn).
+  thread_local std::array<std::pair<const char*, LendingPlan*>, 4> recent{};
+  for (const auto& [name, plan] : recent) {
+    if (name == site) return *plan;
+  }
   static std::mutex mutex;
   static auto& plans = *new std::map<std::string, LendingPlan>();
-  std::lock_guard<std::mutex> lock(mutex);
-  return plans[site];
+  LendingPlan* plan = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    plan = &plans[site];
+  }
+  std::rotate(recent.rbegin(), recent.rbegin() + 1, recent.rend());  // the oldest goes
+  recent[0] = {site, plan};
+  return *plan;
 }
 
 void computeIntoPlanned(const char* site, c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments,
