@@ -446,19 +446,3 @@ def test_a_program_that_ends_right_after_a_backward_exits_cleanly(python):
     for _ in range(8):
         result = python.run(BACKWARD_THEN_EXIT, check=False)
         assert (result.returncode, result.stdout.strip()) == (0, "done"), result.stderr[-2000:]
-
-
-def test_the_device_capability_lists_exactly_the_dtypes_that_run():
-    # torch.accelerator.get_device_capability asks the device guard; a dtype is
-    # listed exactly when a tensor of it can be made on openreg (the quantized
-    # dtypes cannot: docs/modules/quantization.md).
-    supported = torch.accelerator.get_device_capability("openreg:0")["supported_dtypes"]
-    every_dtype = {value for value in vars(torch).values() if isinstance(value, torch.dtype)}
-    for dtype in every_dtype:
-        try:
-            torch.empty(2, dtype=dtype, device="openreg")
-            runs = True
-        except NotImplementedError:
-            runs = False
-        assert runs == (dtype in supported), dtype
-    assert torch.qint8 not in supported and torch.float8_e4m3fn in supported and torch.int4 in supported

@@ -2,8 +2,8 @@
 quantize_ applied to a model on openreg gives the results the same
 configuration gives on the CPU, with no operator falling back to the CPU,
 eagerly and under torch.compile, and quantization-aware training trains to
-the CPU's bits. (PyTorch's legacy quantized tensors are not supported yet:
-test_legacy_quantized_tensors_are_refused_clearly.)"""
+the CPU's bits. (PyTorch's legacy quantized tensors, torch.quantize_per_tensor
+and friends: test_quantized_tensors.py.)"""
 
 from __future__ import annotations
 
@@ -117,9 +117,3 @@ def test_quantization_aware_training_on_openreg_matches_the_cpu():
     torch.testing.assert_close(on_openreg(x.to("openreg")).cpu(), on_cpu(x), rtol=0, atol=0)
     assert torch.openreg.fallback_counts() == {}
 
-
-def test_legacy_quantized_tensors_are_refused_clearly():
-    # torch.quantize_per_tensor makes a tensor of the QuantizedPrivateUse1 key, for which
-    # openreg registers no kernels yet: PyTorch's own error names the operator and the key.
-    with pytest.raises(NotImplementedError, match="Quantizedopenreg"):
-        torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)

@@ -58,14 +58,21 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // Must not throw and must not initialise a device: 0 when the runtime
   // cannot start (checkDeviceIndex then says why).
   c10::DeviceIndex deviceCount() const noexcept override { return torch_openreg::deviceCount(); }
-  // Kernels are PyTorch's CPU kernels on device memory: every dtype works but
-  // the quantized ones, whose QuantizedPrivateUse1 key has no kernels here.
+  // Kernels are PyTorch's CPU kernels on device memory: a dtype is supported
+  // where the CPU's kernels convert it, and quantized tensors are the ones
+  // CUDA has (aten/Quantized.cpp). Left out: the bit containers and the
+  // sub-byte integers, which no device converts, float4_e2m1fn_x2, and the
+  // sub-byte quantized dtypes (a test checks the set against what runs).
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
     checkDeviceIndex(device.index());
     c10::DeviceCapability capability;  // every dtype
-    for (auto quantized : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
-                           c10::kIndex_QUInt2x4}) {
-      capability.capability_data.capability_bits &= ~(uint64_t{1} << quantized);
+    for (auto unsupported :
+         {c10::kIndex_Bits1x8, c10::kIndex_Bits2x4, c10::kIndex_Bits4x2, c10::kIndex_Bits8, c10::kIndex_Bits16,
+          c10::kIndex_UInt1, c10::kIndex_UInt2, c10::kIndex_UInt3, c10::kIndex_UInt4, c10::kIndex_UInt5,
+          c10::kIndex_UInt6, c10::kIndex_UInt7, c10::kIndex_Int1, c10::kIndex_Int2, c10::kIndex_Int3,
+          c10::kIndex_Int4, c10::kIndex_Int5, c10::kIndex_Int6, c10::kIndex_Int7, c10::kIndex_Float4_e2m1fn_x2,
+          c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4}) {
+      capability.capability_data.capability_bits &= ~(uint64_t{1} << unsupported);
     }
     return capability;
   }

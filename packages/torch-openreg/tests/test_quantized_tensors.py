@@ -1,0 +1,141 @@
+"""PyTorch's legacy quantized tensors on openreg (csrc/aten/Quantized.cpp),
+as CUDA has them: torch.quantize_per_tensor and quantize_per_channel into
+qint8, quint8 and qint32, dequantize, int_repr, the qparams, copies and
+views, each giving the CPU's integers bit for bit, with no operator falling
+back to the CPU. And the dtypes the device reports as supported, checked
+against what runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
+
+QUANTIZED_DTYPES = (torch.qint8, torch.quint8, torch.qint32)
+
+
+@pytest.fixture(autouse=True)
+def _no_cpu_fallback():
+    torch.openreg.set_fallback_mode("error")
+    torch.openreg.reset_fallback_counts()
+    yield
+    assert torch.openreg.fallback_counts() == {}
+    torch.openreg.set_fallback_mode("silent")
+
+
+def assert_same_quantized(on_device: torch.Tensor, on_cpu: torch.Tensor) -> None:
+    assert on_device.device.type == "openreg" and on_device.dtype == on_cpu.dtype
+    assert on_device.qscheme() == on_cpu.qscheme()
+    torch.testing.assert_close(on_device.int_repr().cpu(), on_cpu.int_repr(), rtol=0, atol=0)
+    torch.testing.assert_close(on_device.dequantize().cpu(), on_cpu.dequantize(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", QUANTIZED_DTYPES)
+def test_quantize_per_tensor_gives_the_cpu_s_integers(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(6, 5) * 4
+    for source in (x, x.t()):  # contiguous and transposed
+        on_device = torch.quantize_per_tensor(source.to("openreg"), 0.05, 3, dtype)
+        on_cpu = torch.quantize_per_tensor(source, 0.05, 3, dtype)
+        assert (on_device.q_scale(), on_device.q_zero_point()) == (0.05, 3)
+        assert_same_quantized(on_device, on_cpu)
+    # Parameters given as tensors, as torch.ao's observers produce them.
+    scale, zero_point = torch.tensor(0.1, device="openreg"), torch.tensor(1, device="openreg")
+    assert_same_quantized(torch.quantize_per_tensor(x.to("openreg"), scale, zero_point, dtype),
+                          torch.quantize_per_tensor(x, 0.1, 1, dtype))
+
+
+@pytest.mark.parametrize("dtype", (torch.qint8, torch.quint8))
+def test_quantize_per_channel_gives_the_cpu_s_integers(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5)
+    scales, zero_points = torch.tensor([0.02, 0.1, 0.5], dtype=torch.float64), torch.tensor([0, 2, 5])
+    on_cpu = torch.quantize_per_channel(x, scales, zero_points, 1, dtype)
+    for where in ("cpu", "openreg"):  # the parameters may live on either side
+        on_device = torch.quantize_per_channel(x.to("openreg"), scales.to(where), zero_points.to(where), 1, dtype)
+        assert on_device.q_per_channel_axis() == 1
+        torch.testing.assert_close(on_device.q_per_channel_scales().cpu(), on_cpu.q_per_channel_scales())
+        torch.testing.assert_close(on_device.q_per_channel_zero_points().cpu(), on_cpu.q_per_channel_zero_points())
+        assert_same_quantized(on_device, on_cpu)
+
+
+def test_quantized_tensors_move_copy_and_view_as_on_the_cpu():
+    x = torch.randn(4, 6)
+    on_cpu = torch.quantize_per_tensor(x, 0.1, 2, torch.quint8)
+    on_device = on_cpu.to("openreg")
+    assert_same_quantized(on_device, on_cpu)
+    assert on_device.q_scale() == 0.1 and on_device.cpu().q_zero_point() == 2
+    # Views share the integers; clone copies them.
+    assert_same_quantized(on_device.t(), on_cpu.t())
+    assert_same_quantized(on_device[1:3, ::2], on_cpu[1:3, ::2])
+    assert_same_quantized(on_device.view(6, 4), on_cpu.view(6, 4))
+    assert_same_quantized(on_device.t().contiguous(), on_cpu.t().contiguous())
+    # copy_ from a quantized tensor takes the source's parameters, as on the CPU.
+    target = torch.quantize_per_tensor(torch.zeros(4, 6, device="openreg"), 0.5, 0, torch.quint8)
+    target.copy_(on_device)
+    assert (target.q_scale(), target.q_zero_point()) == (0.1, 2)
+    assert_same_quantized(target, on_cpu)
+    # copy_ from a float tensor quantizes with the destination's parameters.
+    target.copy_(x.to("openreg"))
+    assert_same_quantized(target, torch.quantize_per_tensor(x, 0.1, 2, torch.quint8))
+    # Integers made into a quantized tensor.
+    integers = torch.randint(0, 255, (3, 4), dtype=torch.uint8)
+    assert_same_quantized(torch._make_per_tensor_quantized_tensor(integers.to("openreg"), 0.2, 7),
+                          torch._make_per_tensor_quantized_tensor(integers, 0.2, 7))
+
+
+def test_wrong_quantized_copies_are_refused_as_on_the_cpu():
+    quantized = torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)
+    with pytest.raises(RuntimeError, match="Copying from quantized Tensor to non-quantized Tensor is not allowed"):
+        torch.zeros(4, device="openreg").copy_(quantized)
+    other = torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.quint8)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        other.copy_(quantized)
+
+
+def test_sub_byte_quantized_dtypes_are_refused_before_any_kernel_runs():
+    # CUDA has no quint4x2 tensors either; the refusal comes on the host, so
+    # the device keeps working.
+    with pytest.raises(RuntimeError):
+        torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.quint4x2)
+    assert torch.quantize_per_tensor(torch.ones(2, device="openreg"), 1.0, 0, torch.qint8).int_repr().tolist() == [1, 1]
+
+
+def test_quantizing_on_openreg_warns_of_the_deprecation_as_on_the_cpu(python):
+    result = python.run("""
+        import warnings
+        import torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)
+        print([str(w.message) for w in caught])
+    """)
+    assert "torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation functions" \
+        in result.stdout
+    assert "are deprecated" in result.stdout
+
+
+# LITERALINCLUDE START: SUPPORTED_DTYPES_CHECK
+def test_the_supported_dtypes_are_those_that_run():
+    supported = torch.accelerator.get_device_capability("openreg:0")["supported_dtypes"]
+    plain = [d for d in supported if d not in QUANTIZED_DTYPES]
+    # Every supported dtype is made and converted to every other, on the
+    # device as on the CPU (float8 and complex32 too).
+    values = torch.tensor([0.0, 1.0, 2.5, -3.0, 64.0])
+    for source in plain:
+        start = values.abs().to(source) if not source.is_signed else values.to(source)
+        for target in plain:
+            expected = start.to(target)
+            got = start.to("openreg").to(target)
+            assert got.dtype == target
+            torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True,
+                                       msg=f"{source} -> {target}")
+    assert set(QUANTIZED_DTYPES) <= supported and not {torch.quint4x2, torch.quint2x4} & supported
+    # What is left out converts nowhere: the CPU refuses it too (and the
+    # sub-byte quantized dtypes are refused on the device, test above).
+    all_dtypes = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    for left_out in all_dtypes - supported:
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            values.to(left_out)
+# LITERALINCLUDE END: SUPPORTED_DTYPES_CHECK
