@@ -166,22 +166,33 @@ def test_kernels_queue_on_the_current_stream(compiled, gate):
         torch.testing.assert_close(out.cpu(), c.cpu_model(x).detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_runtime_constant_folding_is_refused(python, tmp_path):
-    """In a child: a failed compilation keeps the model's weights alive in
-    Inductor's state, which this process's memory checks would count."""
-    result = python.json("""
+def test_unsupported_modes_are_refused_by_name(python, tmp_path):
+    """Runtime constant folding (the folding step places the weights) and
+    torch.compile's C++ wrapper. In a child: a failed compilation keeps the
+    model's weights alive in Inductor's state, which this process's memory
+    checks would count."""
+    messages = python.json("""
         import json
         import torch
         model = torch.nn.Linear(4, 2).to("openreg")
-        exported = torch.export.export(model, (torch.randn(2, 4, device="openreg"),))
+        x = torch.randn(2, 4, device="openreg")
+        messages = []
         try:
             torch._inductor.aoti_compile_and_package(
-                exported, inductor_configs={"aot_inductor.use_runtime_constant_folding": True})
-            print(json.dumps(""))
+                torch.export.export(model, (x,)),
+                inductor_configs={"aot_inductor.use_runtime_constant_folding": True})
         except Exception as error:
-            print(json.dumps(str(error)))
+            messages.append(str(error))
+        try:
+            with torch._inductor.config.patch(cpp_wrapper=True):
+                torch.compile(model)(x)
+        except Exception as error:
+            messages.append(str(error))
+        print(json.dumps(messages))
     """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=300)
-    assert "openreg does not support aot_inductor.use_runtime_constant_folding" in result
+    assert len(messages) == 2
+    assert "openreg does not support aot_inductor.use_runtime_constant_folding" in messages[0]
+    assert "openreg does not support torch.compile with cpp_wrapper=True" in messages[1]
 
 
 # ---------------------------------------------------------------- from C++

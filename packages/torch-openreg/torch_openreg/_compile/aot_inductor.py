@@ -110,6 +110,11 @@ class OpenRegCppWrapperCodegen(CppWrapperCpu):
     the same model, with openreg's allocations, kernel launches and weights."""
 
     def __init__(self) -> None:
+        if not V.graph.aot_mode:
+            # The launches and shims are declared by the prelude of AOT mode;
+            # torch.compile's Python wrapper serves the other case.
+            raise NotImplementedError("openreg does not support torch.compile with cpp_wrapper=True: "
+                                      "its C++ wrapper serves AOTInductor only")
         self.device = DEVICE  # read by the base class's constructor
         super().__init__()
         # The kernels are the CPU's vectorised C++ code: build them with the
