@@ -16,38 +16,36 @@
 namespace py = pybind11;
 
 namespace torch_openreg {
+
+CompiledArg tensorArg(const char* name, size_t position, const at::Tensor& t, std::vector<at::Tensor>& tensors) {
+  CompiledArg out{CompiledArg::Kind::DeviceTensor};
+  if (t.defined() && t.device().is_cpu() && t.dim() == 0) {
+    // Inductor reads a 0-dim CPU tensor (an optimizer's step count) in
+    // device kernels, as CUDA kernels read it as a by-value argument: its
+    // value at launch is what counts, so the kernel gets a copy, not the
+    // tensor the host may update before the kernel runs.
+    out.kind = CompiledArg::Kind::HostScalar;
+    out.hostScalar = t.clone();
+    return out;
+  }
+  TORCH_CHECK(isOpenRegTensor(t), "compiled openreg kernel ", name, ": argument ", position,
+              " is a tensor on ", t.defined() ? t.device().str() : std::string("no device"),
+              " with ", t.defined() ? t.dim() : 0, " dimensions; a kernel generated for openreg takes "
+              "openreg tensors and 0-dim CPU tensors only");
+  out.tensorIndex = tensors.size();
+  tensors.push_back(t);
+  return out;
+}
+
 namespace {
 
-// LITERALINCLUDE START: COMPILED_KERNEL_ENTRY
-// Note [How a generated kernel receives its arguments]
-// Inductor compiles each kernel as `extern "C" void kernel(const float* in0,
-// float* out0, const int64_t ks0, ...)`, a signature known only when the
-// model is compiled. The openreg scheduling (torch_openreg/_compile/inductor.py)
-// appends to its source a fixed-signature entry point,
-//   extern "C" void openreg_entry(void* const* params),
-// whose params[i] points at the value of the kernel's i-th argument and which
-// calls the kernel with each argument cast to its declared type: the
-// convention of a CUDA driver's cuLaunchKernel(kernelParams). So this launch
-// needs no knowledge of the signature and passes no value through the wrong
-// register class.
-using CompiledEntry = void (*)(void* const* params);
-
-// One argument of the kernel, as the wrapper passed it.
-struct CompiledArg {
-  enum class Kind { DeviceTensor, HostScalar, Int, Float } kind;
-  size_t tensorIndex = 0;  // DeviceTensor: its index among the launched tensors
-  at::Tensor hostScalar;   // HostScalar: a copy of the 0-dim CPU tensor, taken at launch
-  int64_t intValue = 0;
-  double floatValue = 0.0;
-};
-
-// The value a params[i] points at, inside the kernel.
+// The value a params[i] points at, inside the kernel (Note [How a generated
+// kernel receives its arguments] in CompiledKernel.h).
 union ParamSlot {
   void* pointer;
   int64_t intValue;
   double floatValue;
 };
-// LITERALINCLUDE END: COMPILED_KERNEL_ENTRY
 
 // Sorts the wrapper's arguments into device tensors (launched, so the kernel
 // sees their translated memory) and values (kept by value until it runs).
@@ -58,23 +56,7 @@ std::vector<CompiledArg> collectArgs(const std::string& name, const py::tuple& a
   for (const py::handle arg : args) {
     CompiledArg out{CompiledArg::Kind::Int};
     if (THPVariable_Check(arg.ptr())) {
-      const at::Tensor& t = THPVariable_Unpack(arg.ptr());
-      if (t.defined() && t.device().is_cpu() && t.dim() == 0) {
-        // Inductor reads a 0-dim CPU tensor (an optimizer's step count) in
-        // device kernels, as CUDA kernels read it as a by-value argument: its
-        // value at launch is what counts, so the kernel gets a copy, not the
-        // tensor the host may update before the kernel runs.
-        out.kind = CompiledArg::Kind::HostScalar;
-        out.hostScalar = t.clone();
-      } else {
-        TORCH_CHECK(isOpenRegTensor(t), "compiled openreg kernel ", name, ": argument ", collected.size(),
-                    " is a tensor on ", t.defined() ? t.device().str() : std::string("no device"),
-                    " with ", t.defined() ? t.dim() : 0, " dimensions; a kernel generated for openreg takes "
-                    "openreg tensors and 0-dim CPU tensors only");
-        out.kind = CompiledArg::Kind::DeviceTensor;
-        out.tensorIndex = tensors.size();
-        tensors.push_back(t);
-      }
+      out = tensorArg(name.c_str(), collected.size(), THPVariable_Unpack(arg.ptr()), tensors);
     } else if (PyLong_Check(arg.ptr())) {
       out.intValue = arg.cast<int64_t>();
     } else if (PyFloat_Check(arg.ptr())) {
@@ -91,17 +73,25 @@ std::vector<CompiledArg> collectArgs(const std::string& name, const py::tuple& a
 }
 
 // LITERALINCLUDE START: LAUNCH_COMPILED_KERNEL
-// Queues entry on the current stream of the first tensor's device and returns
-// at once. The kernel body builds params from the views launchKernel hands it
-// (the device memory as translated for this kernel) and calls the generated
-// code there, on the stream's worker; the host never calls it.
+// What the generated Python wrapper calls: sorts the arguments and queues the
+// kernel on the current stream of the first tensor's device.
 void launchCompiledKernel(const std::string& name, uintptr_t entryAddress, const py::tuple& args) {
   TORCH_CHECK_VALUE(entryAddress != 0, "compiled openreg kernel ", name, ": no entry point");
   auto entry = reinterpret_cast<CompiledEntry>(entryAddress);
   std::vector<at::Tensor> tensors;
   std::vector<CompiledArg> layout = collectArgs(name, args, tensors);
   py::gil_scoped_release unlocked;  // a full stream may wait for kernels that need the GIL
-  launchKernel(name.c_str(), tensors, [entry, layout = std::move(layout)](std::vector<at::Tensor>& views) {
+  launchCompiledEntry(name.c_str(), entry, tensors, std::move(layout));
+}
+
+}  // namespace
+
+// The kernel body builds params from the views launchKernel hands it (the
+// device memory as translated for this kernel) and calls the generated code
+// there, on the stream's worker; the host never calls it.
+void launchCompiledEntry(const char* name, CompiledEntry entry, const std::vector<at::Tensor>& tensors,
+                         std::vector<CompiledArg> layout) {
+  launchKernel(name, tensors, [entry, layout = std::move(layout)](std::vector<at::Tensor>& views) {
     std::vector<ParamSlot> values(layout.size());
     std::vector<void*> params(layout.size());
     for (size_t i = 0; i < layout.size(); ++i) {
@@ -117,8 +107,6 @@ void launchCompiledKernel(const std::string& name, uintptr_t entryAddress, const
   });
 }
 // LITERALINCLUDE END: LAUNCH_COMPILED_KERNEL
-
-}  // namespace
 
 void bindCompiledKernel(py::module_ m) {
   m.def("_launch_compiled_kernel", &launchCompiledKernel, py::arg("name"), py::arg("entry"), py::arg("args"),

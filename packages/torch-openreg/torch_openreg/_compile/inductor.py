@@ -21,6 +21,7 @@ from torch._inductor.codegen.common import (
 )
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.utils import Placeholder
 from torch._inductor.virtualized import V
 
 import torch_openreg._C as _C
@@ -29,6 +30,8 @@ DEVICE = "openreg"
 # The entry point appended to every generated kernel (Note [How a generated
 # kernel receives its arguments] in csrc/compile/CompiledKernel.cpp).
 ENTRY_POINT = "openreg_entry"
+# Ahead of time, the entry point of kernel K is K + AOT_ENTRY_SUFFIX.
+AOT_ENTRY_SUFFIX = "_openreg_entry"
 
 
 # LITERALINCLUDE START: KERNEL_ENTRY_POINT
@@ -44,12 +47,22 @@ def _param(arg_type: str, index: int) -> str:
     return f"static_cast<{value_type}>(*static_cast<const int64_t*>({slot}))"
 
 
-def entry_point_source(arg_types: list[str]) -> str:
-    """C++ appended to a generated kernel's source: `openreg_entry(params)`
-    calls `kernel` with each argument read at its declared type."""
+def entry_point_source(arg_types: list[str], ahead_of_time: bool = False) -> str:
+    """C++ appended to a generated kernel's source: an entry point taking
+    `params` that calls the kernel with each argument read at its declared
+    type. torch.compile loads each kernel's library alone and finds
+    `openreg_entry` in it; ahead of time (AOTInductor) every kernel lives in
+    the model's one library, so kernel K's entry is `K_openreg_entry`, which
+    the C++ wrapper calls by name."""
+    kernel = str(Placeholder.KERNEL_NAME)  # Inductor writes the kernel's name there
     arguments = ",\n        ".join(_param(t, i) for i, t in enumerate(arg_types))
-    return (f'\nextern "C" __attribute__((visibility("default"))) void {ENTRY_POINT}(void* const* params) {{\n'
-            f"    kernel({arguments});\n}}\n")
+    if ahead_of_time:
+        # No attribute: Inductor reads this last `extern "C"` line, up to its
+        # first ')', as the declaration its C++ wrapper calls.
+        head = f'extern "C" void {kernel}{AOT_ENTRY_SUFFIX}(void* const* params)'
+    else:
+        head = f'extern "C" __attribute__((visibility("default"))) void {ENTRY_POINT}(void* const* params)'
+    return f"\n{head} {{\n    {kernel}({arguments});\n}}\n"
 # LITERALINCLUDE END: KERNEL_ENTRY_POINT
 
 
@@ -64,8 +77,9 @@ class OpenRegScheduling(CppScheduling):
         _, _, arg_types = args.cpp_argdefs()
         # Appended after the kernel, which it calls. (The base class takes the
         # last `extern "C"` line as the kernel's declaration, which only the
-        # C++ wrapper uses; openreg registers the Python wrapper only.)
-        return super().define_kernel(src_code + entry_point_source(arg_types), nodes, kernel_args)
+        # C++ wrapper of AOTInductor uses: the entry point is what it calls.)
+        entry = entry_point_source(arg_types, ahead_of_time=V.graph.cpp_wrapper)
+        return super().define_kernel(src_code + entry, nodes, kernel_args)
 # LITERALINCLUDE END: OPENREG_SCHEDULING
 
 
@@ -238,8 +252,18 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
     def current_stream(self) -> str:
         return "torch.openreg.current_stream()"
 
+    def cpp_kernel_type(self) -> str:
+        # AOTInductor's C++ wrapper declares a member of this type per kernel,
+        # for devices that load kernels at run time; openreg's kernels are
+        # functions of the model's own library, as the CPU's are.
+        return "void*"
+
 
 def register() -> None:
-    register_backend_for_device(DEVICE, OpenRegScheduling, OpenRegWrapperCodegen)
+    # The C++ wrapper is AOTInductor's (aot_inductor.py), which imports this module.
+    from torch_openreg._compile.aot_inductor import OpenRegCppWrapperCodegen
+
+    register_backend_for_device(DEVICE, OpenRegScheduling, OpenRegWrapperCodegen,
+                                device_cpp_wrapper_codegen=OpenRegCppWrapperCodegen)
     register_device_op_overrides(DEVICE, OpenRegDeviceOpOverrides())
 # LITERALINCLUDE END: DEVICE_OP_OVERRIDES
