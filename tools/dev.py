@@ -5,7 +5,8 @@
     python3.11 tools/dev.py wheels       setup, then print the wheelhouse's wheels
     python3.11 tools/dev.py demo         setup, then run the demo
     python3.11 tools/dev.py docs         setup, then build the guide (docs/_build/html)
-    python3.11 tools/dev.py test         setup, then every check CI runs, over every combination
+    python3.11 tools/dev.py test [ARGS]  setup, then every check CI runs, over every combination
+                                         (ARGS go to the plain-path and suite pytest runs)
     python3.11 tools/dev.py pytest ARGS  setup, then pytest with ARGS
     python tools/dev.py combination NAME [ARGS]
                                          from inside a virtual environment (hatch's): install
@@ -355,6 +356,7 @@ PLAIN_PATH_TESTS = [TORCH_OPENREG_TESTS / name for name in (
     "test_opinfo.py", "test_training.py", "test_registration_scenarios.py", "test_registration_overrides.py",
     "test_registration.py", "test_kernel_api.py", "test_copies.py", "test_random.py", "test_attention.py",
     "test_fallback.py", "test_compile.py", "test_profiler.py", "test_graphs.py", "test_real_models.py",
+    "test_quantized_tensors.py",
 )]
 # openreg-distributed's collectives and training, on the plain path too.
 PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name for name in (
@@ -362,11 +364,17 @@ PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name 
 )]
 # .venv holds every package: the "all" combination.
 ALL = combination_environment("all")
-# What CI's "all" runs: every test but the layers' own suites, which CI ran
-# just before, each in its combination (a layer alone with the core), so no
-# test runs twice; the cross-package tests of tests/ run with every package.
-ALL_AFTER_COMBINATIONS = [ROOT / "packages" / "openreg-runtime" / "tests", TORCH_OPENREG_TESTS, ROOT / "tests"]
+# CI runs every test once: the layers' own suites in their combinations, the
+# rest in two parts, one per lane (Note [CI's two lanes]): the cross-package
+# tests of tests/ (with every package) beside the runtime's, and torch-openreg's.
+SUITE_PARTS = {
+    "suite-runtime-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tests"],
+    "suite-torch-openreg": [TORCH_OPENREG_TESTS],
+}
 PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
+# CI's pytest runs keep no cache (two lanes would write it at once) and take
+# the arguments given to `tools/dev.py test`, which passes them on here.
+CI_PYTEST = ["-p", "no:cacheprovider", *json.loads(os.environ.get("OPENREG_CI_PYTEST_ARGS", "[]"))]
 
 
 def build_plain_wheel() -> Path:
@@ -385,48 +393,117 @@ def build_plain_wheel() -> Path:
 
 
 def test_plain_path(args: list[str]) -> None:
-    """The plain-path tests on torch-openreg built without csrc/fast/, in .venv
-    for their duration (the other packages as built against the full one:
-    the public kernel API is the same)."""
+    """The plain-path tests on torch-openreg built without csrc/fast/, in an
+    environment of its own (build/combinations/plain) holding it and the
+    other packages as built against the full one (the public kernel API is
+    the same), so .venv keeps the full build meanwhile."""
     plain = build_plain_wheel()
-    try:
-        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", plain)
-        run(PYTHON, "-c", "import torch, torch_openreg._C as c; assert not c._fast_paths_enabled(), 'speed layers'")
-        run(PYTHON, "-m", "pytest", "-q", *PLAIN_PATH_TESTS, *args, env=ALL)
-    finally:
-        (full,) = wheel_of("torch-openreg")
-        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", full)
+    environment = COMBINATION_ENVS / "plain"
+    if not (environment / "bin" / "python").exists():
+        run(sys.executable, "-m", "venv", environment)
+    install_pins(environment, (*combination_groups("all"), "models"))
+    python = environment / "bin" / "python"
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, plain,
+        *[p.name for p in PACKAGES if p.name != "torch-openreg"])
+    check_installed(python, [p.name for p in PACKAGES])
+    run(python, "-c", "import torch, torch_openreg._C as c; assert not c._fast_paths_enabled(), 'speed layers'")
+    run(python, "-m", "pytest", "-q", *PLAIN_PATH_TESTS, *args, env=ALL)
 
 
 def step(command_line: list, env: dict | None = None):
     return lambda: run(*command_line, env=env)
 
 
+# ------------------------------------------------------------ CI's two lanes
+
+# Note [CI's two lanes]
+# After the builds, CI's checks take about 17 minutes one after another on
+# its 2-core machine, and most of them keep one core busy (pytest, the
+# guide's snippets, one compiler). So `test` runs them in two lanes side by
+# side, each lane's steps in order, balanced by their times. Each step is
+# `tools/dev.py ci-step NAME` in a process of its own, its output kept in
+# build/logs/ci-NAME.log and printed whole when it ends, so the lanes' output
+# never interleaves. Steps of different lanes write nothing in common: .venv
+# is only read (the plain path has an environment of its own), each
+# combination has its own, the sanitizer its own build folder, and pytest
+# keeps no cache. A failed step stops both lanes after their current step.
+CI_STEPS = {
+    "docs": lambda: run(*BUILD_DOCS),
+    "sanitize": lambda: run(PYTHON, "tools/sanitize.py"),
+    **{f"combination-{name}": (lambda name=name: ci_combination(name)) for name in CI_COMBINATIONS},
+    "plain-path": lambda: test_plain_path(CI_PYTEST),
+    **{part: (lambda tests=tests: run(PYTHON, "-m", "pytest", *CI_PYTEST, *tests, env=ALL))
+       for part, tests in SUITE_PARTS.items()},
+}
+CI_LANES = [
+    ["docs", "sanitize", *[f"combination-{name}" for name in CI_COMBINATIONS], "suite-runtime-and-cross-package"],
+    ["plain-path", "suite-torch-openreg"],
+]
+
+
+def run_lanes(lanes: list[list[str]]) -> None:
+    """Runs the lanes side by side (Note [CI's two lanes]); exits with the
+    first failed step's status after both lanes have stopped."""
+    BUILD_LOGS.mkdir(parents=True, exist_ok=True)
+    print_lock, failures, times = threading.Lock(), [], {}
+
+    def run_lane(steps: list[str]) -> None:
+        for name in steps:
+            if failures:
+                return
+            log_path, start = BUILD_LOGS / f"ci-{name}.log", time.monotonic()
+            with open(log_path, "w") as log:
+                code = subprocess.run([sys.executable, __file__, "ci-step", name], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT).returncode
+            times[name] = time.monotonic() - start
+            with print_lock:
+                print(f"\n===== {name}: {'passed' if code == 0 else 'FAILED'} in {elapsed(times[name])}",
+                      flush=True)
+                print(log_path.read_text(errors="replace"), flush=True)
+            if code != 0:
+                failures.append(code)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=run_lane, args=(lane,)) for lane in lanes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for number, lane in enumerate(lanes, 1):
+        print(f"lane {number}: " + ", ".join(f"{name} {elapsed(times[name])}" for name in lane if name in times))
+    print(f"both lanes: {elapsed(time.monotonic() - start)}", flush=True)
+    if failures:
+        sys.exit(failures[0])
+
+
 def main() -> None:
     command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if command == "combination":
         return combination_command(args)
+    if command == "ci-step":  # one step of a lane, run by run_lanes after setup
+        try:
+            return CI_STEPS[args[0]]()
+        except subprocess.CalledProcessError as failure:
+            sys.exit(failure.returncode)
     steps = {
         "setup": [],
         "wheels": [lambda: print("\n".join(str(wheel) for wheel in sorted(WHEELHOUSE.glob("*.whl"))))],
         "demo": [step([PYTHON, "tools/demo.py", *args])],
         "docs": [step([*BUILD_DOCS, *args])],
         "pytest": [step([PYTHON, "-m", "pytest", *args], ALL)],
-        # Everything CI checks. pytest over every package runs last, so its summary closes the output.
+        # Everything CI checks: the quick checks, then the rest in two lanes.
         "test": [
             step([PYTHON, "tools/docs_check.py"]),
             step([PYTHON, "tools/size_report.py"]),
             step([PYTHON, "tools/api_check.py"]),
-            step(BUILD_DOCS),
             step([PYTHON, "-m", "ruff", "check", "."]),
-            step([PYTHON, "tools/sanitize.py"]),
-            *[lambda name=name: ci_combination(name) for name in CI_COMBINATIONS],
-            lambda: test_plain_path([]),
-            step([PYTHON, "-m", "pytest", *ALL_AFTER_COMBINATIONS, *args], ALL),
+            lambda: run_lanes(CI_LANES),
         ],
     }
     if command not in steps:
         sys.exit(__doc__)
+    os.environ["OPENREG_CI_PYTEST_ARGS"] = json.dumps(args)  # for the lanes' pytest steps
     setup()
     for action in steps[command]:
         try:
