@@ -365,11 +365,14 @@ PLAIN_PATH_TESTS += [ROOT / "packages" / "openreg-distributed" / "tests" / name 
 # .venv holds every package: the "all" combination.
 ALL = combination_environment("all")
 # CI runs every test once: the layers' own suites in their combinations, the
-# rest in two parts, one per lane (Note [CI's two lanes]): the cross-package
-# tests of tests/ (with every package) beside the runtime's, and torch-openreg's.
+# rest in parts spread over the two lanes (Note [CI's two lanes]) to balance
+# them: the runtime's and the cross-package tests of tests/ (with every
+# package), torch-openreg's two longest files, the rest of torch-openreg's.
+TORCH_OPENREG_LONGEST = [TORCH_OPENREG_TESTS / name for name in ("test_aot_inductor.py", "test_device_generic.py")]
 SUITE_PARTS = {
     "suite-runtime-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tests"],
-    "suite-torch-openreg": [TORCH_OPENREG_TESTS],
+    "suite-torch-openreg-longest": TORCH_OPENREG_LONGEST,
+    "suite-torch-openreg": [TORCH_OPENREG_TESTS, *[f"--ignore={path}" for path in TORCH_OPENREG_LONGEST]],
 }
 PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
 # CI's pytest runs keep no cache (two lanes would write it at once) and take
@@ -436,10 +439,13 @@ CI_STEPS = {
     **{part: (lambda tests=tests: run(PYTHON, "-m", "pytest", *CI_PYTEST, *tests, env=ALL))
        for part, tests in SUITE_PARTS.items()},
 }
+# LITERALINCLUDE START: CI_LANES
 CI_LANES = [
-    ["docs", "sanitize", *[f"combination-{name}" for name in CI_COMBINATIONS], "suite-runtime-and-cross-package"],
+    ["docs", "sanitize", *[f"combination-{name}" for name in CI_COMBINATIONS], "suite-runtime-and-cross-package",
+     "suite-torch-openreg-longest"],
     ["plain-path", "suite-torch-openreg"],
 ]
+# LITERALINCLUDE END: CI_LANES
 
 
 def run_lanes(lanes: list[list[str]]) -> None:

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch_openreg
+from torch.fx.experimental import proxy_tensor
 from torch.utils import cpp_extension
 
 EXAMPLE = Path(__file__).parent / "aoti_example"
@@ -80,7 +81,14 @@ def compiled(tmp_path_factory):
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor"))
         packages = {name: Compiled(name, folder) for name in MODELS}
     gc.collect()  # the compilations' garbage holds device memory the tests must not count
-    return packages
+    yield packages
+    packages.clear()
+    # torch.export leaves its last trace in a module-level map of torch 2.13
+    # (proxy_tensor._FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT), whose graph holds
+    # the exported model, and so its weights in device memory, until the next
+    # export: the tests after this module must find the device empty.
+    proxy_tensor._FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT.clear()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
