@@ -19,12 +19,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
 import torch_openreg
-from torch_openreg._compile.inductor import (
-    AOT_ENTRY_SUFFIX,
-    DEVICE,
-    _hold_cpp_codegen_config,
-    _release_cpp_codegen_config,
-)
+from torch_openreg._compile.inductor import AOT_ENTRY_SUFFIX, DEVICE, HoldsCppCodegenConfig
 
 # The kernels are compiled as the CPU's: the model's library includes the
 # CPU's AOTI headers.
@@ -105,7 +100,7 @@ return placed;
 
 
 # LITERALINCLUDE START: OPENREG_CPP_WRAPPER
-class OpenRegCppWrapperCodegen(CppWrapperCpu):
+class OpenRegCppWrapperCodegen(HoldsCppCodegenConfig, CppWrapperCpu):
     """Inductor's C++ wrapper for the CPU, for a graph on openreg (AOTInductor):
     the same model, with openreg's allocations, kernel launches and weights."""
 
@@ -124,19 +119,10 @@ class OpenRegCppWrapperCodegen(CppWrapperCpu):
         # loads it; Note [Where an AOTInductor model for openreg keeps its
         # weights] says why that is the host for openreg.
         self._constants_on_host = False
-        # Note [Inductor's choices keyed on the device type "cpu"] (inductor.py):
-        # held until the code is generated, or until a failed compilation
-        # drops this wrapper (a finalizer runs once).
-        _hold_cpp_codegen_config()
-        self._restore_config = weakref.finalize(self, _release_cpp_codegen_config)
+        # Note [Inductor's choices keyed on the device type "cpu"] (inductor.py).
+        self.hold_config_until_generated()
         _hold_precompile_off()  # Note [The precompiled header AOTInductor asks of each device]
         weakref.finalize(self, _release_precompile_off)
-
-    def generate(self, is_inference: bool) -> Any:
-        try:
-            return super().generate(is_inference)
-        finally:
-            self._restore_config()
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any,

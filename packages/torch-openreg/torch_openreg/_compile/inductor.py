@@ -203,14 +203,14 @@ def _release_cpp_codegen_config() -> None:
             setattr(config, name, value)
 
 
-class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
-    """Inductor's Python wrapper for graphs holding openreg kernels."""
+class HoldsCppCodegenConfig:
+    """Base of openreg's wrappers (this Python one, and AOTInductor's C++ one
+    in aot_inductor.py): holds CPP_CODEGEN_CONFIG from the wrapper's creation
+    until its code is generated, or until a failed compilation drops the
+    wrapper before that (a finalizer runs once)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def hold_config_until_generated(self) -> None:
         _hold_cpp_codegen_config()
-        # Released when the code is generated, or when a failed compilation
-        # drops this wrapper before that (a finalizer runs once).
         self._restore_config = weakref.finalize(self, _release_cpp_codegen_config)
 
     def generate(self, is_inference: bool) -> Any:
@@ -218,6 +218,14 @@ class OpenRegWrapperCodegen(_OpenRegWrapperLines, PythonWrapperCodegen):
             return super().generate(is_inference)
         finally:
             self._restore_config()
+
+
+class OpenRegWrapperCodegen(HoldsCppCodegenConfig, _OpenRegWrapperLines, PythonWrapperCodegen):
+    """Inductor's Python wrapper for graphs holding openreg kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold_config_until_generated()
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
