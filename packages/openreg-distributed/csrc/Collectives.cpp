@@ -381,8 +381,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall_base(at::Tensor& output, at
   std::vector<int64_t> counts = sendRows;
   counts.insert(counts.end(), receiveRows.begin(), receiveRows.end());
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {{views[0]}, signature, counts}, timeout);
-    checkExchangeCounts(name, all.extras, world, "rows");
+    auto checkRows = [&](const auto& extras) { checkExchangeCounts(name, extras, world, "rows"); };
+    Contributions all = transport.exchange(name, {{views[0]}, signature, counts, checkRows}, timeout);
     at::Tensor out = views[1].reshape({outputRows, rowElements});
     int64_t outRow = 0;
     for (int s = 0; s < world; ++s) {
@@ -409,8 +409,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::alltoall(std::vector<at::Tensor>& ou
   Collective c = collective("all_to_all", c10d::OpType::ALLTOALL, inputs, outputs, inputs, opts.timeout);
   std::string signature = signatureOf("all_to_all", {}, c10::toString(inputs[0].scalar_type()));
   c.body = [=](Transport& transport, const CollectiveName& name, std::vector<at::Tensor>& views, auto timeout) {
-    Contributions all = transport.exchange(name, {slice(views, 0, world), signature, sizes}, timeout);
-    checkExchangeCounts(name, all.extras, world, "elements");
+    auto checkElements = [&](const auto& extras) { checkExchangeCounts(name, extras, world, "elements"); };
+    Contributions all = transport.exchange(name, {slice(views, 0, world), signature, sizes, checkElements}, timeout);
     for (int s = 0; s < world; ++s) {
       std::vector<at::Tensor> likes;
       for (int r = 0; r < world; ++r) likes.push_back(at::empty({all.extras[s][r]}, views[0].options().device(at::kCPU)));

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct Contribution {
   std::string signature;
   // Per-rank facts the others need but that may differ (split sizes).
   std::vector<int64_t> extras;
+  // Checks every rank's extras (throwing on a disagreement) as soon as the
+  // transport knows them, before it reads any rank's bytes: every rank then
+  // finds a disagreement from the descriptions alone, and none reads the
+  // memory of a peer that has already given up (and may have released it).
+  std::function<void(const std::vector<std::vector<int64_t>>& extras)> checkExtras;
 };
 
 // Every rank's part, after the exchange. bytes[r] is rank r's tensors laid
@@ -76,7 +82,8 @@ class Transport {
   virtual void reserve(int64_t bytes) = 0;
   // The same for a send of `bytes` bytes to dst, called in send order.
   virtual void reserveSend(int dst, int tag, int64_t bytes) = 0;
-  // The exchange: blocks until every rank's contribution is readable.
+  // The exchange: blocks until every rank's contribution is readable; runs
+  // mine.checkExtras, if any, before reading any rank's bytes.
   virtual Contributions exchange(const CollectiveName& name, const Contribution& mine,
                                  std::chrono::milliseconds timeout) = 0;
   // Point to point. send may return before the receiver has the data (the

@@ -53,6 +53,7 @@ Contributions GlooTransport::exchange(const CollectiveName& name, const Contribu
     sizes.push_back(std::stoll(fields[2]));
     if (sizes.back() > 0) contributors.push_back(r);
   }
+  if (mine.checkExtras) mine.checkExtras(all.extras);
   all.bytes.assign(size_, at::empty({0}, at::kByte));
   if (contributors.empty()) return all;
   int64_t largest = *std::max_element(sizes.begin(), sizes.end());

@@ -153,8 +153,9 @@ Contributions IpcTransport::exchange(const CollectiveName& name, const Contribut
   if (share.bytes > 0) packInto(hostBytes(mailbox.device, share.offset, share.bytes), mine.tensors);
   std::vector<Share> shares = control_.meet(name, share, timeout);
   Contributions all;
+  for (const Share& theirs : shares) all.extras.push_back(theirs.extras);
+  if (mine.checkExtras) mine.checkExtras(all.extras);
   for (int r = 0; r < size_; ++r) {
-    all.extras.push_back(shares[r].extras);
     if (r == rank_) {
       all.bytes.push_back(hostBytes(mailbox.device, share.offset, share.bytes));
     } else {
