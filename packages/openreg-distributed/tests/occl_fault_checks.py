@@ -22,8 +22,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 TIMEOUT = timedelta(seconds=3)
-# For the groups that are aborted or destroyed while a collective waits: an
-# abort that returns well before this proves it did not wait for it.
+# For the groups that are aborted or destroyed while a collective waits (an
+# abort that returns well before this proves it did not wait for it), and
+# those whose failure must not be a timeout.
 LONG_TIMEOUT = timedelta(seconds=60)
 MAKING_TIMEOUT = timedelta(seconds=60)
 
@@ -53,9 +54,11 @@ def make_fault_groups(rank, world):
     """All ranks make every group, in order (new_group is collective)."""
     global GROUPS
     GROUPS = {name: _group(device, transport) for name, device, transport in (
-        ("mismatch", 0, "ipc"), ("healthy", 0, "ipc"), ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"),
-        ("killed", 3, "ipc"), ("killed-ddp", 3, "ipc"), ("future", 1, "ipc"))}
-
+        ("absent-ipc", 1, "ipc"), ("absent-gloo", 2, "gloo"), ("killed", 3, "ipc"), ("killed-ddp", 3, "ipc"),
+        ("future", 1, "ipc"))}
+    # Groups whose collectives must succeed, or fail otherwise than by a timeout.
+    GROUPS["mismatch"] = _group(0, "ipc", LONG_TIMEOUT)
+    GROUPS["healthy"] = _group(0, "ipc", LONG_TIMEOUT)
     GROUPS["abort"] = _group(2, "ipc", LONG_TIMEOUT)
     return True
 
@@ -146,7 +149,10 @@ def mismatched(rank, world, name, transport):
     torch.openreg.set_device(0)
     before = _device_memory()
     call, _, _ = MISMATCHES[name]
-    group = _group(0, transport)  # both ranks are here: made within the timeout
+    # The disagreement is found when both ranks have arrived, never by a
+    # timeout: a long one keeps a rank that a loaded machine delays for
+    # seconds from turning the disagreement into a timeout.
+    group = _group(0, transport, LONG_TIMEOUT)
     t = torch.ones(4, device="openreg")
     launched = _failure(lambda: call(t, rank, group))  # wait() orders the current stream after it
     seen = _consumers(t)
