@@ -209,7 +209,12 @@ orError_t orStreamWaitEvent(orStream_t streamHandle, orEvent_t handle) {
   if ((status = stream->check()) != orSuccess) return status;
   // A wait for work that failed is queued even when that work has ended:
   // running it, the stream inherits the failure in order (Note [Stream errors]).
-  if (finished(*capture) && !capture->progress->failedBy(capture->seq)) return orSuccess;
+  // While activity is recorded it is queued too: the dependency is the
+  // program's, and whoever replays the trace (openreg-perf's prediction) must
+  // see it however fast the simulator happened to run the work waited for.
+  if (finished(*capture) && !capture->progress->failedBy(capture->seq) && !tracing()) {
+    return orSuccess;
+  }
   Op op;
   op.kind = Op::Kind::Wait;
   op.capture = std::move(capture);
