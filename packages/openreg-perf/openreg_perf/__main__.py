@@ -4,33 +4,85 @@
     python -m openreg_perf run --profile h100-sxm [--ranks N] [--no-execute] [--trace T.json] [--plot P.svg]
                                script.py [args]          run script.py on openreg, print its prediction
     python -m openreg_perf calibrate-host [--output P]   measure this machine as the `host` profile
+
+A mistake on the command line (an unknown profile, a script that is not there) is one line on stderr
+and status 2; a script that fails still gets its prediction up to the failure, then its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import runpy
 import sys
+import traceback
+from pathlib import Path
+
+PROG = "openreg-perf"
 
 
-def _profiles(_args) -> None:
+class UsageError(Exception):
+    """A mistake the user made on the command line: told in one line, status 2, no traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors told as every other mistake of the command line is."""
+
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+def _profiles(_args) -> int:
     from openreg_perf import list_profiles, load_profile
 
     for name in list_profiles():
         profile = load_profile(name)
         print(f"{name:<16} {profile.description}  ({profile.path})")
+    return 0
 
 
 # LITERALINCLUDE START: PERF_RUN_COMMAND
-def _run(args) -> None:
-    """The whole script is the region: every kernel it runs on openreg is predicted."""
+def _run(args) -> int:
+    """The whole script is the region: every kernel it runs on openreg is predicted. It runs as
+    `python script.py` would (its folder first on sys.path, its own sys.argv); when it fails, the
+    prediction up to the failure is printed before its traceback."""
     from openreg_perf import devices_for, simulate
 
+    if not Path(args.script).exists():
+        raise UsageError(f"{args.script}: no such script")
+    profile = _load_profile(args.profile)
     if args.no_execute:
-        devices_for(args.profile)  # before the script imports torch
+        devices_for(profile)  # before the script imports torch
     sys.argv = [args.script, *args.script_args]
-    with simulate(args.profile, ranks=args.ranks, execute=not args.no_execute) as run:
-        runpy.run_path(args.script, run_name="__main__")
+    if Path(args.script).is_file():  # runpy puts a folder or a zip file on sys.path itself
+        sys.path.insert(0, str(Path(args.script).resolve().parent))
+    run = None
+    try:
+        with simulate(profile, ranks=args.ranks, execute=not args.no_execute) as run:
+            _run_script(args.script)
+    except (Exception, SystemExit) as error:
+        if run is None or not run.partial:
+            raise  # openreg-perf's own failure, not the script's
+        _print_prediction(run, args)
+        return _script_failed(error, args)
+    _print_prediction(run, args)
+    return 0
+# LITERALINCLUDE END: PERF_RUN_COMMAND
+
+
+def _run_script(path: str) -> None:
+    """Runs the script as its __main__. sys.exit(0) (a script's `sys.exit(main())`) ends it as
+    falling off its end does; any other exit status is a failure, as an exception is."""
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as ending:
+        if ending.code not in (None, 0):
+            raise
+
+
+def _print_prediction(run, args) -> None:
+    if run.timeline is None:  # a partial prediction that could not be made (simulate warned)
+        return
     print(run.summary(top=args.top))
     if args.trace:
         run.export_chrome_trace(args.trace)
@@ -38,22 +90,82 @@ def _run(args) -> None:
     if args.plot:
         run.plot(args.plot)
         print(f"plot: {args.plot}")
-# LITERALINCLUDE END: PERF_RUN_COMMAND
 
 
-def _calibrate_host(args) -> None:
+def _script_failed(error: BaseException, args) -> int:
+    """Tells how the script failed, as Python would have; the exit status."""
+    from openreg_perf import _reads_values_in_timing_only_mode, _value_read_refusal
+
+    sys.stdout.flush()  # the prediction before the traceback, when both go to one terminal
+    if isinstance(error, SystemExit):
+        raise error  # Python prints a message given to sys.exit, and exits with the script's status
+    if _reads_values_in_timing_only_mode(error):
+        # The refusal names an operator torch's printing called, not what the user wrote: say that.
+        where = _script_frame(error, args.script)
+        at = f" (at {where.filename}, line {where.lineno}: {where.line})" if where else ""
+        how = "--no-execute" if args.no_execute else "torch.openreg.set_timing_only(True)"
+        print(f"{PROG}: error: {_value_read_refusal(how)}{at}", file=sys.stderr)
+        return 1
+    traceback.print_exception(type(error), error, _from_script(error.__traceback__, args.script))
+    return 1
+
+
+def _from_script(tb, script: str):
+    """The traceback from the script's own frame on: runpy's and openreg-perf's frames before it are
+    none of the user's business. All of it if the script's frame is not there (a syntax error)."""
+    frame = tb
+    while frame is not None and frame.tb_frame.f_code.co_filename != script:
+        frame = frame.tb_next
+    return frame or tb
+
+
+def _script_frame(error: BaseException, script: str) -> traceback.FrameSummary | None:
+    """The user's line that the error came from: the last frame from the script's own on before torch's
+    code (printing a tensor goes through torch's formatter)."""
+    import torch
+
+    torch_folder = Path(torch.__file__).parent
+    frames = traceback.extract_tb(_from_script(error.__traceback__, script))
+    users = list(itertools.takewhile(lambda frame: torch_folder not in Path(frame.filename).parents, frames))
+    return users[-1] if users else None
+
+
+def _load_profile(name_or_path: str):
+    """The profile, or a UsageError that says what is wrong with it (load_profile names the profile a
+    mistyped name most likely meant)."""
+    from openreg_perf import ProfileError, load_profile
+
+    try:
+        return load_profile(name_or_path)
+    except ProfileError as error:
+        raise UsageError(str(error)) from None
+
+
+def _ranks(text: str) -> int:
+    """--ranks: a whole number of at least 1 (0 is not "the default")."""
+    try:
+        ranks = int(text)
+    except ValueError:
+        ranks = 0
+    if ranks < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return ranks
+
+
+def _calibrate_host(args) -> int:
     from openreg_perf.calibrate import calibrate_host
 
     print(f"host profile written to {calibrate_host(args.output)}")
+    return 0
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m openreg_perf", description=__doc__.splitlines()[0])
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m openreg_perf", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("profiles", help="list the device profiles").set_defaults(action=_profiles)
     run = commands.add_parser("run", help="run a script on openreg and predict it on a profile")
     run.add_argument("--profile", required=True, help="a profile's name (see `profiles`) or a TOML file")
-    run.add_argument("--ranks", type=int, default=None, help="predict collectives for this many ranks")
+    run.add_argument("--ranks", type=_ranks, default=None, help="predict collectives for this many ranks")
     run.add_argument("--no-execute", action="store_true",
                      help="timing-only: compute nothing, on devices of the profile's capacity (a model larger "
                           "than this machine)")
@@ -66,9 +178,18 @@ def main(argv: list[str] | None = None) -> None:
     calibrate = commands.add_parser("calibrate-host", help="measure this machine as the `host` profile")
     calibrate.add_argument("--output", help="where to write it (default: where `host` is looked up first)")
     calibrate.set_defaults(action=_calibrate_host)
-    args = parser.parse_args(argv)
-    args.action(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command's exit status: 0, the failed script's status, or 2 for a mistake on the command line."""
+    try:
+        args = _parser().parse_args(argv)
+        return args.action(args)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

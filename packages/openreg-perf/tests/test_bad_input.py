@@ -1,0 +1,93 @@
+"""simulate() and its Run given what they cannot use, and regions that fail: arguments refused before the
+program runs, a Run read before its prediction exists, and a region that raises, predicted up to that
+point. The command line's refusals are test_cli.py's."""
+
+from __future__ import annotations
+
+import re
+
+import openreg_perf
+import pytest
+import torch
+
+BEFORE_THE_END = re.escape("openreg_perf: the prediction is made when simulate()'s with block ends")
+
+
+def a_product():
+    a = torch.randn(64, 64, device="openreg")
+    return lambda: a @ a
+
+
+@pytest.mark.parametrize("ranks", [0, -2, True, 1.5, "2"])
+def test_simulate_refuses_ranks_that_are_not_a_whole_number_of_at_least_one(ranks):
+    ran = []
+    with pytest.raises(ValueError, match=re.escape(f"ranks must be a whole number of at least 1, not {ranks!r}")):
+        with openreg_perf.simulate("h100-sxm", ranks=ranks):
+            ran.append(True)
+    assert not ran  # refused before the program ran
+
+
+def test_simulate_refuses_an_unknown_host_model_before_the_program_runs():
+    ran = []
+    with pytest.raises(ValueError, match="host must be one of 'profile', 'this-machine', 'launches', not 'measured'"):
+        with openreg_perf.simulate("h100-sxm", host="measured"):
+            ran.append(True)
+    assert not ran
+
+
+def test_predicting_again_refuses_zero_ranks_and_an_unknown_host():
+    product = a_product()
+    with openreg_perf.simulate("h100-sxm", ranks=2) as run:
+        product()
+    assert not run.partial and run.error is None
+    with pytest.raises(ValueError, match="ranks must be a whole number of at least 1, not 0"):
+        run.predicted_again(ranks=0)
+    with pytest.raises(ValueError, match="host must be one of .*, not 'measured'"):
+        run.predicted_again(host="measured")
+    assert run.predicted_again().ranks == 2 and run.predicted_again(ranks=64).ranks == 64
+
+
+@pytest.mark.parametrize("read", ["summary", "export_chrome_trace", "plot", "predicted_again"])
+def test_a_run_read_inside_its_with_block_says_when_its_prediction_is_made(tmp_path, read):
+    product = a_product()
+    with openreg_perf.simulate("h100-sxm") as run:
+        product()
+        reads = {"summary": run.summary, "export_chrome_trace": lambda: run.export_chrome_trace(tmp_path / "t.json"),
+                 "plot": lambda: run.plot(tmp_path / "p.svg"), "predicted_again": lambda: run.predicted_again(ranks=2)}
+        with pytest.raises(RuntimeError, match=BEFORE_THE_END):
+            reads[read]()
+    assert not list(tmp_path.iterdir())  # nothing half written
+    assert "predicted on h100-sxm" in run.summary()  # and once the block has ended, it is there
+
+
+def test_a_region_that_raises_is_predicted_up_to_that_point_and_the_exception_goes_on():
+    product = a_product()
+    error = TypeError("the batch is not a tensor")
+    with pytest.raises(TypeError) as raised:
+        with openreg_perf.simulate("h100-sxm") as run:
+            product()
+            raise error
+    assert raised.value is error and raised.traceback[-1].name == (
+        "test_a_region_that_raises_is_predicted_up_to_that_point_and_the_exception_goes_on")
+    assert run.partial and run.error == "TypeError: the batch is not a tensor"
+    assert [kernel.op for kernel in run.kernels if kernel.category == "compute"] == ["aten::mm"]
+    lines = run.summary().splitlines()
+    assert lines[0] == "partial: the region raised TypeError: the batch is not a tensor; predicted up to that point"
+    assert "predicted on h100-sxm" in "\n".join(lines[1:])
+    again = run.predicted_again(ranks=8)
+    assert again.partial and again.error == run.error  # the same region, cut short the same way
+
+
+def test_printing_a_tensor_in_timing_only_mode_is_explained_as_a_read_of_its_values():
+    x = torch.randn(4, device="openreg")
+    torch.openreg.set_timing_only(True)  # as simulate(..., execute=False) does, on devices of any capacity
+    try:
+        with pytest.raises(RuntimeError, match="aten::masked_select") as raised:  # torch's formatter's, not ours
+            with openreg_perf.simulate("h100-sxm") as run:
+                print(x * 2)
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert raised.value.__notes__ == ["openreg_perf: reading a tensor's values (print, .item(), .tolist()) is not "
+                                      "possible in timing-only mode (torch.openreg.set_timing_only(True)): nothing "
+                                      "was computed"]
+    assert run.partial and "aten::mul" in {kernel.op for kernel in run.kernels}

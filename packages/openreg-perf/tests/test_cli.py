@@ -1,0 +1,129 @@
+"""The command line's answers to what a user can get wrong or a script can do: mistakes on the command
+line are one line and status 2; a script runs as `python script.py` would (sibling imports, sys.exit);
+a script that fails still gets its prediction up to the failure. Each case runs the command in a
+process of its own, as a user would. A normal run's report is test_simulate.py's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PARTIAL = "predicted up to that point"
+
+
+def openreg_perf(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    # The command loads the backend through PyTorch's autoload, whatever the test runner set, on
+    # devices of this machine's default capacity (--no-execute sets the profile's).
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "OPENREG_DEVICE_MEMORY")}
+    return subprocess.run([sys.executable, "-m", "openreg_perf", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=cwd)
+
+
+def script(folder: Path, text: str, name: str = "train.py") -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def a_mistake(result: subprocess.CompletedProcess) -> str:
+    """The one line a mistake on the command line is told in (status 2, no traceback)."""
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("openreg-perf: error: ")
+    return line
+
+
+SMALL = textwrap.dedent("""
+    import torch
+    torch.ones(8, device="openreg") * 2
+""")
+
+
+@pytest.mark.parametrize("name", ["h100", "h100sxm", "H100-SXM"])
+def test_a_mistyped_profile_name_is_refused_with_the_name_it_most_likely_meant(tmp_path, name):
+    line = a_mistake(openreg_perf("run", "--profile", name, str(script(tmp_path, SMALL)), cwd=tmp_path))
+    assert f"no profile named {name!r}; did you mean " in line
+    meant = line.split("did you mean ", 1)[1].split("?")[0]
+    assert "'h100-sxm'" in meant.split(" or ")  # among them, when others begin alike (h100-pcie)
+
+
+def test_a_profile_file_that_is_not_valid_is_refused_in_one_line(tmp_path):
+    profile = tmp_path / "mine.toml"
+    profile.write_text('name = "mine"\n')
+    line = a_mistake(openreg_perf("run", "--profile", str(profile), str(script(tmp_path, SMALL)), cwd=tmp_path))
+    assert str(profile) in line and "did you mean" not in line
+
+
+def test_a_script_that_is_not_there_is_refused_in_one_line(tmp_path):
+    line = a_mistake(openreg_perf("run", "--profile", "h100-sxm", "missing.py", cwd=tmp_path))
+    assert line == "openreg-perf: error: missing.py: no such script"
+
+
+@pytest.mark.parametrize("ranks", ["0", "-1", "two"])
+def test_ranks_that_are_not_a_whole_number_of_at_least_one_are_refused(tmp_path, ranks):
+    line = a_mistake(openreg_perf("run", "--profile", "h100-sxm", "--ranks", ranks, str(script(tmp_path, SMALL)),
+                                  cwd=tmp_path))
+    assert line.endswith(f"argument --ranks: must be a whole number of at least 1, not {ranks!r}")
+
+
+def test_a_script_runs_as_python_runs_it_and_may_end_with_sys_exit(tmp_path):
+    folder = tmp_path / "project"
+    script(folder, """
+        def double(t):
+            return t * 2
+    """, name="helper.py")
+    train = script(folder, """
+        import sys, torch
+        from helper import double  # beside the script: its folder is first on sys.path
+
+        def main():
+            double(torch.ones(8, device="openreg"))
+            print("script ran with", sys.argv)
+            return 0
+
+        if __name__ == "__main__":
+            sys.exit(main())
+    """)
+    result = openreg_perf("run", "--profile", "h100-sxm", str(train), "--flag", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"script ran with [{str(train)!r}, '--flag']" in result.stdout
+    assert "predicted on h100-sxm" in result.stdout and "aten::mul" in result.stdout and PARTIAL not in result.stdout
+
+
+def test_a_script_that_exits_with_a_failure_gets_its_prediction_and_its_exit_status(tmp_path):
+    failing = script(tmp_path, SMALL + "import sys; sys.exit(3)\n")
+    result = openreg_perf("run", "--profile", "h100-sxm", str(failing), cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert f"partial: the region raised SystemExit: 3; {PARTIAL}" in result.stdout
+    assert "aten::mul" in result.stdout
+
+
+def test_a_script_that_raises_gets_its_prediction_up_to_there_then_its_traceback(tmp_path):
+    failing = script(tmp_path, SMALL + "raise ValueError('the batch is empty')\n")
+    result = openreg_perf("run", "--profile", "h100-sxm", str(failing), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"partial: the region raised ValueError: the batch is empty; {PARTIAL}\n")
+    assert "aten::mul" in result.stdout
+    traceback = result.stderr.strip().splitlines()
+    assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "ValueError: the batch is empty"
+    assert f'File "{failing}"' in traceback[1]  # from the script on: runpy's frames are not the user's
+
+
+def test_printing_a_tensor_without_executing_says_its_values_were_never_computed(tmp_path):
+    printing = script(tmp_path, """
+        import torch
+        t = torch.ones(8, device="openreg") * 2
+        print(t)
+    """)
+    result = openreg_perf("run", "--profile", "h100-sxm", "--no-execute", str(printing), cwd=tmp_path)
+    assert result.returncode == 1
+    assert PARTIAL in result.stdout and "aten::mul" in result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert line == ("openreg-perf: error: reading a tensor's values (print, .item(), .tolist()) is not possible in "
+                    f"timing-only mode (--no-execute): nothing was computed (at {printing}, line 4: print(t))")
