@@ -14,6 +14,9 @@ which the report reads (report.py). Profiles are data files (profile.py, profile
 from __future__ import annotations
 
 import functools
+import numbers
+import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,18 +34,22 @@ class Run:
     collective, in launch order. peak_memory_bytes: per device, the caching allocator's peak over the
     region (as PyTorch's max_memory_allocated counts it). report: the region's figures
     (report.RegionReport). kernels and report are made when first read: a program that wants only
-    the time does not pay for them."""
+    the time does not pay for them. partial: the region raised (error, as "TypeError: ..."), and the
+    prediction covers what it ran up to that point."""
 
-    def __init__(self, profile: Profile, ranks: int, executed: bool, host: str = "measured"):
+    def __init__(self, profile: Profile, ranks: int, executed: bool, host: str = "profile"):
         self.profile, self.ranks, self.executed, self.host = profile, ranks, executed, host
         self.total_time_s = 0.0
         self.peak_memory_bytes: dict[int, int] = {}
         self.memory: dict = {}  # device -> memory.MemorySplit
         self.trace = self.timeline = None
+        self.partial, self.error = False, None
 
-    def _finish(self, trace, memory: dict) -> None:
+    def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
 
+        # Marked first: a partial region whose replay fails is still known to be partial.
+        self.partial, self.error = error is not None, error
         self.trace = trace
         with capture.without_cycle_collection():
             self.timeline = timeline.replay(trace, self.profile, self.ranks, self.host)
@@ -74,51 +81,62 @@ class Run:
         """The same recorded region predicted on another profile, at another rank count (its
         collectives' times; compute per rank is unchanged, as data parallelism keeps it), or with
         another host model: a 64-rank data-parallel step from a run with two ranks."""
+        self._predicted_timeline()  # there is no recorded region to predict before the with block ends
+        ranks = self.ranks if ranks is None else _checked_ranks(ranks)
+        host = self.host if host is None else _checked_host(host)
         if profile is not None and not isinstance(profile, Profile):
             profile = load_profile(profile)
-        other = Run(profile or self.profile, ranks or self.ranks, self.executed, host or self.host)
-        other._finish(self.trace, self.memory)
+        other = Run(profile or self.profile, ranks, self.executed, host)
+        other._finish(self.trace, self.memory, self.error)
         return other
 
     def summary(self, top: int = 10) -> str:
         from . import report
 
-        return report.summary(self.profile, self.report, self.kernels, top)
+        text = report.summary(self.profile, self.report, self.kernels, top)
+        if self.partial:
+            text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
+        return text
 
     def export_chrome_trace(self, path: str | Path) -> None:
         """The predicted lanes (and the simulator's measured ones) for chrome://tracing or Perfetto."""
         from . import report
 
-        report.write_chrome_trace(str(path), self.timeline, self.profile)
+        report.write_chrome_trace(str(path), self._predicted_timeline(), self.profile)
 
     def plot(self, path: str | Path) -> None:
         """An SVG picture: a lane per stream over the predicted time, and a roofline with each kernel."""
         from . import report
 
-        Path(path).write_text(report.svg(self.timeline, self.profile, self.kernels,
+        Path(path).write_text(report.svg(self._predicted_timeline(), self.profile, self.kernels,
                                          f"predicted on {self.profile.name}: {report._time(self.total_time_s)}"))
 
 
 # LITERALINCLUDE START: PERF_SIMULATE
 @contextmanager
 def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: bool = True,
-             host: str = "measured") -> Iterator[Run]:
+             host: str = "profile") -> Iterator[Run]:
     """Runs the with block on openreg, recording it, and predicts it on `profile` (a bundled profile's
     name, a TOML file, or a Profile). Collectives are predicted for `ranks` ranks (default: the
     default process group's size, or 1). With execute=False the block runs in timing-only mode
     (torch.openreg.set_timing_only): nothing is computed and device memory is never touched, so a
     program larger than this machine runs, on devices of the profile's capacity (devices_for). host:
-    the host's time between launches as measured here ("measured") or nothing but launches
-    ("launches"; Note [How the host is replayed] in timeline.py). Resets the peak memory statistics of
-    every openreg device."""
+    the host's time between launches as the profile's [host] section describes the target's host
+    ("profile": the prediction depends only on the program and the profile), as measured on this
+    machine ("this-machine"), or nothing but launches ("launches"; Note [How the host is replayed] in
+    timeline.py). Resets the peak memory statistics of every openreg device. When the block raises,
+    the region up to that point is predicted all the same (run.partial) and the exception goes on."""
     import torch
 
     from . import capture
     from .memory import MemoryWatch
 
+    # Checked before the program runs: a typo must not cost the user their program's run.
+    ranks = _world_size() if ranks is None else _checked_ranks(ranks)
+    host = _checked_host(host)
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
-    run = Run(profile, ranks or _world_size(), execute, host)
+    run = Run(profile, ranks, execute, host)
     devices = list(range(torch.openreg.device_count()))
     if not execute:
         _check_capacity(profile, devices)
@@ -126,14 +144,87 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
         torch.openreg.reset_peak_memory_stats(device)
     timing_only = torch.openreg.is_timing_only()
     torch.openreg.set_timing_only(timing_only or not execute)
+    raised = None
     try:
         with MemoryWatch(devices) as memory, capture.record(devices) as trace:
-            yield run
+            try:
+                yield run
+            except BaseException as error:  # kept for after the recording ends, which fills the trace
+                raised = error
     finally:
         torch.openreg.set_timing_only(timing_only)
     trace.host_pauses_ns = sorted(memory.pauses_ns)
-    run._finish(trace, memory.splits)
+    if raised is None:
+        run._finish(trace, memory.splits)
+        return
+    _finish_partial(run, trace, memory.splits, raised)
+    raise raised
 # LITERALINCLUDE END: PERF_SIMULATE
+
+
+def _finish_partial(run: Run, trace, memory: dict, error: BaseException) -> None:
+    """Predicts the region a raised exception cut short. The user's exception matters more than
+    the partial prediction: a failure to make it is a warning, and the exception still goes on."""
+    if _reads_values_in_timing_only_mode(error):
+        # A note, not another exception: the user's exception goes on unchanged, explained.
+        how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
+        error.add_note(f"openreg_perf: {_value_read_refusal(how)}")
+    try:
+        run._finish(trace, memory, _one_line(error))
+    except Exception as failure:  # noqa: BLE001 - any failure of ours must not hide the user's
+        warnings.warn(f"openreg_perf: the region raised, and predicting it up to that point failed too: "
+                      f"{_one_line(failure)}", RuntimeWarning, stacklevel=3)
+
+
+def _one_line(error: BaseException) -> str:
+    """'TypeError: message', the message's first line only (a summary's first line names it)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+
+
+# Note [Reading values in timing-only mode]: torch-openreg refuses every read of a tensor's values in
+# timing-only mode, naming the operator that needed them. For .item() or a copy to the CPU that is
+# the user's own call; printing a tensor, though, reaches torch's formatter first, which calls
+# aten::masked_select (and .item()) on the device, an operator the user never wrote. The refusal has
+# no type of its own: it is told by its message (runtime/Device.cpp's checkValuesComputed in
+# torch-openreg), and a read by the calls it names or by torch's formatter on the way to it.
+_TIMING_ONLY_REFUSAL = "needs values of device memory, and openreg runs in timing-only mode"
+_VALUE_READS = ("aten::_local_scalar_dense", "a copy from an openreg tensor to the CPU")
+
+
+def _value_read_refusal(how: str) -> str:
+    """What the user did, for a refused read; how: what put the region in timing-only mode."""
+    return (f"reading a tensor's values (print, .item(), .tolist()) is not possible in timing-only mode "
+            f"({how}): nothing was computed")
+
+
+def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
+    """Whether error is torch-openreg's timing-only refusal of a read of a tensor's values: printing it,
+    .item(), .tolist(), a copy to the CPU (Note [Reading values in timing-only mode])."""
+    import torch._tensor_str
+
+    message = str(error)
+    if not isinstance(error, RuntimeError) or _TIMING_ONLY_REFUSAL not in message:
+        return False
+    printing = Path(torch._tensor_str.__file__)
+    through_printing = any(Path(frame.filename) == printing for frame in traceback.extract_tb(error.__traceback__))
+    return through_printing or any(read in message for read in _VALUE_READS)
+
+
+def _checked_ranks(ranks) -> int:
+    """ranks as given by the user: a whole number of at least 1 (True is not one; 0 is refused, not
+    taken for the default)."""
+    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1:
+        raise ValueError(f"ranks must be a whole number of at least 1, not {ranks!r}")
+    return int(ranks)
+
+
+def _checked_host(host: str) -> str:
+    from .timeline import HOST_MODELS
+
+    if host not in HOST_MODELS:
+        raise ValueError(f"host must be one of {', '.join(map(repr, HOST_MODELS))}, not {host!r}")
+    return host
 
 
 def devices_for(profile: str | Path | Profile) -> None:

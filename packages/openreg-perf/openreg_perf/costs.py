@@ -83,6 +83,8 @@ class Cost:
     known: bool = True  # False when no rule knew the operator and the default estimate was used
     precision: str = "fp32"  # which of the profile's peak rates applies
     matrix: MatrixShape | None = field(default=None, compare=False)
+    transcendentals: float = 0.0  # exp, log, tanh, erf, ...: counted apart from FLOPs (special-function units)
+    role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad"
 
     @property
     def bytes(self) -> float:
@@ -182,9 +184,11 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(max(sizes) if min(sizes) != 0 else 0 for sizes in zip(*padded, strict=True))
 
 
-def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True) -> Cost:
+def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
+          role="") -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
-    return Cost(float(flops), float(read), float(written), kind, known, precision, matrix)
+    return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
+                role)
 
 
 # ----------------------------------------------------------------------------------- matrix products
@@ -303,7 +307,7 @@ def _convolution(name: str, args: _Args) -> Cost:
     out_numel = math.prod(conv.out_shape)
     flops = conv.flops + (out_numel if bias else 0)
     written = out_numel * element_size(source.dtype)
-    return _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix())
+    return _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward")
 
 
 def _convolution_backward(name: str, args: _Args) -> Cost:
@@ -324,7 +328,8 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
         flops, read = flops + grad.numel, read + grad.nbytes
         written += conv.out_channels * element_size(grad.dtype)
     gemms = max(1, int(bool(want_input)) + int(bool(want_weight)))
-    return _cost("conv", flops, read, written, grad, conv.matrix(gemms))
+    role = "input_weight_grad" if want_input and want_weight else "input_grad" if want_input else "weight_grad"
+    return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role)
 
 
 # ---------------------------------------------------------------------------------------- attention
@@ -367,7 +372,7 @@ def _attention(name: str, args: _Args) -> Cost:
         read = _bytes(args.tensors())
         written = out.nbytes + logsumexp_bytes
     matrix = MatrixShape(heads, length, value_depth, flops / (2 * heads * length * value_depth))
-    return _cost("attention", flops, read, written, query, matrix)
+    return _cost("attention", flops, read, written, query, matrix, role="backward" if backward else "forward")
 
 
 def _attended_pairs(length: int, source_length: int, causal: bool) -> int:
@@ -397,6 +402,11 @@ _BOOLEAN_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_o
 # FLOPs per output element where the formula has more than one operation; every other op counts 1.
 FLOPS_PER_ELEMENT = {"addcmul": 3, "addcdiv": 3, "lerp": 3, "gelu": 8, "silu": 4, "sigmoid": 4, "tanh": 4,
                      "softplus": 4, "elu": 4, "mish": 6, "gelu_backward": 10, "silu_backward": 6}
+# Transcendentals per output element (special-function work, priced apart from FLOPs).
+TRANSCENDENTALS_PER_ELEMENT = {"exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
+                               "sin": 1, "cos": 1, "tan": 1, "tanh": 1, "sigmoid": 1, "gelu": 1, "silu": 1,
+                               "erf": 1, "erfinv": 1, "softplus": 2, "elu": 1, "mish": 3, "pow": 2, "rsqrt": 1,
+                               "sqrt": 1, "atan2": 1, "gelu_backward": 2, "silu_backward": 1, "xlogy": 1}
 # Writers that read nothing: fills and the random generators.
 _WRITE_ONLY = {"fill", "zero", "normal", "uniform", "random", "bernoulli", "exponential", "zeros", "ones",
                "full", "zeros_like", "ones_like", "full_like", "randn", "rand", "randint", "randn_like",
@@ -414,7 +424,8 @@ def _elementwise(name: str, args: _Args) -> Cost:
     out_dtype = "bool" if base in _BOOLEAN_RESULT else inputs[-1 if base == "where" else 0].dtype
     numel = math.prod(shape)
     written = outputs[0].nbytes if outputs else numel * element_size(out_dtype)
-    return _cost("elementwise", numel * FLOPS_PER_ELEMENT.get(base, 1), _bytes(inputs), written, inputs[0])
+    return _cost("elementwise", numel * FLOPS_PER_ELEMENT.get(base, 1), _bytes(inputs), written, inputs[0],
+                 transcendentals=numel * TRANSCENDENTALS_PER_ELEMENT.get(base, 0))
 
 
 def _write_only(name: str, args: _Args) -> Cost:
@@ -487,7 +498,8 @@ def _softmax(name: str, args: _Args) -> Cost:
     source = args.tensor(0)
     row = source.shape[args.value(1, -1) % len(source.shape)] if source.shape else 1
     passes = SOFTMAX_LONG_ROW_PASSES if row * element_size(source.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
-    return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source)
+    return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source,
+                 transcendentals=source.numel)  # one exp per element
 
 
 def _softmax_backward(name: str, args: _Args) -> Cost:

@@ -1,36 +1,77 @@
 """Predicted seconds of one kernel, copy or collective on a profiled device, and the datasheet roofline.
 
-The model keeps what a roofline ignores: a launch floor, tile and wave quantisation of matrix kernels,
-achievable fractions of peak that grow with size, and alpha-beta collectives per algorithm and protocol.
+The model keeps what a roofline ignores: a kernel floor, the matrix library's choice of tile and split
+(with the wave quantisation of each), achievable fractions of peak per kernel class that grow with
+size, a sustained clock below the boost clock, and alpha-beta collectives per algorithm and protocol.
 Not a scheduler (timeline.py overlaps streams and hosts) and not a fitter (fit.py chooses the efficiencies).
 
 Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* its [collectives]):
   kernel    t = floor + max(t_compute, t_memory)      (floor: chip.kernel_floor_s, the device's own time
                                                     per kernel; the host's per launch is the replay's)
-  matrix    tile = min(tile_m, m) x min(tile_n, n); waves = ceil(batch * tiles(m) * tiles(n) / compute_units)
-            t_compute = e.matrix_setup + waves * 2 * tile_m * tile_n * (k + e.matrix_half_depth)
-                                               / (peak[precision] / compute_units * e.matrix_fraction)
-  other     t_compute = flops / (peak[vector] * e.matrix_fraction)
-  memory    t_memory = (bytes + e.memory_half_bytes) / (bandwidth * e.memory_fraction)
+  sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz (Note [Sustained clock])
+  matrix    the fastest candidate of Note [How a matrix kernel is chosen]
+  other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
+  memory    t_memory = (bytes + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
+            (class: elementwise, reduction or norm, from the cost's kind)
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
             tree all_reduce: steps 2 ceil(log2 n), traffic 2
             in-switch all_reduce (NVLink SHARP): t = c.switch_setup + bytes / (B * c.switch_fraction)
+
+Note [How a matrix kernel is chosen]
+A GEMM library (cuBLAS, hipBLASLt) has kernels for several output tiles and may split the reduction
+into slices whose partial results a second pass adds; its heuristics aim at the fastest. The model
+prices every candidate of the profile's [matrix] menu (the SIMT tiles for FP32/FP64, the matrix-unit
+tiles otherwise) with every split 1, 2, 4, ... up to matrix.max_split_k (each slice at least
+MIN_SLICE_DEPTH deep; splits only where the unsplit output tiles leave units idle, as the libraries'
+heuristics do) and takes the fastest:
+  resident  = clamp(largest tile's area / (tm * tn), 1, MAX_RESIDENT_TILES)  tiles one unit runs at once
+  tiles     = batch * ceil(m / tm) * ceil(n / tn) * split;  waves = ceil(tiles / (units * resident))
+  rate      = peak / (units * resident) * level / (1 + e.matrix_tile_overhead * (tm + tn) / (tm * tn))
+  t_compute = e.matrix_setup + waves * 2 * tm * tn * (k / split + e.matrix_half_depth) / rate
+  t_memory  = memory time of the operands
+  t         = max(t_compute, t_memory), plus, when split > 1, a second kernel that reads and adds the
+              FP32 partial results (2 * split * batch * m * n * 4 bytes)
+A tile computes all of its tm x tn outputs even where the matrix ends inside it: small and skinny
+products waste part of a large tile, which is why the library has small ones. level is the precision's
+e.gemm_*_fraction times the kind's factor (e.conv_*_factor, e.attention_*_factor; 1 for a GEMM).
+
+Note [Sustained clock]
+Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
+compute-bound kernels at a lower clock: chip.sustained_clock_hz, which scales every compute peak. Memory
+bandwidth is not scaled (the memory clock is not the one that drops).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
-from .costs import Cost
+from .costs import Cost, MatrixShape
 from .profile import PRECISIONS, Profile
 
 MATRIX_KINDS = ("matmul", "conv", "attention")
 COPY_KINDS = ("h2d", "d2h", "d2d", "p2p")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 ALGORITHMS = ("ring", "tree", "switch")
+MIN_SLICE_DEPTH = 128  # a split-K slice shallower than this costs more in partial results than it gains
+MAX_RESIDENT_TILES = 4
+PARTIAL_BYTES = 4  # split-K's partial results are FP32
+# Which e.gemm_*_fraction applies to a product's precision (on the units that run it).
+GEMM_LEVEL = {"fp64": "gemm_fp32_fraction", "fp32": "gemm_fp32_fraction", "tf32": "gemm_tf32_fraction",
+              "bf16": "gemm_16bit_fraction", "fp16": "gemm_16bit_fraction", "fp8": "gemm_8bit_fraction",
+              "int8": "gemm_8bit_fraction"}
+# A matrix kernel's kind and role -> the factors on its level (a product of several: their mean).
+KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
+                ("conv", "input_grad"): ("conv_input_grad_factor",),
+                ("conv", "weight_grad"): ("conv_weight_grad_factor",),
+                ("conv", "input_weight_grad"): ("conv_input_grad_factor", "conv_weight_grad_factor"),
+                ("attention", "forward"): ("attention_forward_factor",),
+                ("attention", "backward"): ("attention_backward_factor",)}
+# Which memory fraction a kernel of each kind streams at.
+MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
 
 
 @dataclass(frozen=True)
@@ -40,9 +81,37 @@ class Prediction:
     achieved_fraction_of_peak: float  # of the peak that bounds it: FLOP/s, or bytes/s if memory-bound
 
 
+@dataclass(frozen=True)
+class MatrixKernel:
+    """The matrix library's kernel the model picked for a product: its tile, split and times."""
+
+    tile_m: int
+    tile_n: int
+    split_k: int
+    compute_seconds: float
+    memory_seconds: float  # of the operands
+    fixed_seconds: float  # the part of compute_seconds that does not grow with the work
+    reduction_seconds: float = 0.0  # split-K's second pass over the partial results, after the first
+
+    @property
+    def seconds(self) -> float:
+        return max(self.compute_seconds, self.memory_seconds) + self.reduction_seconds
+
+
+def error_class(cost: Cost, precision: str | None = None) -> str:
+    """The kernel class whose held-out error (tools/bench/perf_model.py) a kernel's prediction carries:
+    gemm_fp32, gemm_tensor (a product on matrix units), conv, attention, elementwise, norm, reduction."""
+    if cost.kind == "matmul":
+        return "gemm_fp32" if (precision or cost.precision) in ("fp32", "fp64") else "gemm_tensor"
+    if cost.kind in ("conv", "attention", "norm", "reduction"):
+        return cost.kind
+    return "elementwise"
+
+
 def roofline_seconds(cost: Cost, dtype: str | None, profile: Profile) -> float:
-    """The plain datasheet roofline: max(FLOPs / peak, bytes / bandwidth), no launch cost, no efficiency."""
-    return max(cost.flops / _peak(cost, dtype, profile), cost.bytes / profile.memory.bandwidth_bytes_per_s)
+    """The plain datasheet roofline: max(FLOPs / peak, bytes / bandwidth), no launch cost, no efficiency,
+    at the peak of the precision the kernel runs in."""
+    return max(cost.flops / peak_rate(cost, dtype, profile), cost.bytes / profile.memory.bandwidth_bytes_per_s)
 
 
 def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Prediction:
@@ -50,25 +119,30 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     matrix products of FP32 tensors) or None for the cost's own precision. Views take no time."""
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
-    peak = _peak(cost, dtype, profile)
-    compute, fixed = _compute_seconds(cost, peak, profile)
-    memory = _memory_seconds(cost.bytes, profile)
-    launch = profile.chip.kernel_floor_s
-    seconds = launch + max(compute, memory)
+    peak = peak_rate(cost, dtype, profile)
+    if cost.matrix is not None and cost.kind in MATRIX_KINDS:
+        chosen = matrix_kernel(cost, dtype, profile)
+        compute = chosen.compute_seconds + chosen.reduction_seconds
+        memory, fixed = chosen.memory_seconds + chosen.reduction_seconds, chosen.fixed_seconds
+    else:
+        compute, fixed = _vector_seconds(cost, profile), 0.0
+        memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile))
+    floor = profile.chip.kernel_floor_s
+    seconds = floor + max(compute, memory)
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
         bound, fraction = "memory", cost.bytes / (seconds * profile.memory.bandwidth_bytes_per_s)
-        efficiency = profile.efficiency  # a small transfer's latency: memory_half_bytes at the fitted rate
-        fixed = efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * efficiency.memory_fraction)
-    if launch + fixed > seconds / 2:
+        fraction_of_bandwidth = _memory_fraction(cost, profile)  # a small transfer's latency
+        fixed = profile.efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * fraction_of_bandwidth)
+    if floor + fixed > seconds / 2:
         bound = "latency"
     return Prediction(seconds, bound, fraction)
 
 
-def _peak(cost: Cost, dtype: str | None, profile: Profile) -> float:
-    """Matrix kernels run at their precision's matrix rate (FP32's plain rate where a chip lacks the
-    unit: PyTorch then computes in FP32); every other kernel at the vector rate."""
+def peak_rate(cost: Cost, dtype: str | None, profile: Profile) -> float:
+    """The datasheet peak a kernel runs at: matrix kernels their precision's matrix rate (FP32's plain
+    rate where a chip lacks the unit: PyTorch then computes in FP32); every other kernel the vector rate."""
     precision = dtype or cost.precision
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; one of {', '.join(PRECISIONS)}")
@@ -77,25 +151,91 @@ def _peak(cost: Cost, dtype: str | None, profile: Profile) -> float:
     return profile.peak_of(precision)
 
 
-def _compute_seconds(cost: Cost, peak: float, profile: Profile) -> tuple[float, float]:
-    """Compute time and the part of it that does not grow with the work."""
-    efficiency = profile.efficiency
-    if cost.matrix is None or cost.kind not in MATRIX_KINDS:
-        return cost.flops / (peak * efficiency.matrix_fraction), 0.0
-    shape, chip = cost.matrix, profile.chip
-    tile_m, tile_n = min(chip.matrix_tile_m, shape.m), min(chip.matrix_tile_n, shape.n)
-    tiles = shape.batch * math.ceil(shape.m / max(1, tile_m)) * math.ceil(shape.n / max(1, tile_n))
-    waves = math.ceil(tiles / chip.compute_units)
-    rate_per_unit = peak / chip.compute_units * efficiency.matrix_fraction
-    tile_seconds = 2 * tile_m * tile_n * (shape.k + efficiency.matrix_half_depth) / rate_per_unit
-    return efficiency.matrix_setup_s + waves * tile_seconds, efficiency.matrix_setup_s
+def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKernel:
+    """The candidate of the profile's menu predicted fastest for a matrix cost (Note [How a matrix
+    kernel is chosen])."""
+    precision = profile.matrix_precision(dtype or cost.precision)
+    tiles = profile.matrix.simt_tiles if precision in ("fp32", "fp64") else profile.matrix.tensor_tiles
+    level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile)
+    rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
+    efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
+    memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
+    best, best_seconds = None, math.inf
+    for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, profile.matrix.max_split_k):
+        edge = 1 + efficiency.matrix_tile_overhead * shape.edge
+        depth = shape.slice_depth + efficiency.matrix_half_depth
+        compute = efficiency.matrix_setup_s + shape.unit_work * edge * depth / rate
+        reduction = 0.0
+        if shape.split > 1:  # the partial results are written, then read and added by a second kernel
+            reduction = floor + _memory_seconds(shape.partial_bytes, profile, efficiency.elementwise_memory_fraction)
+        if max(compute, memory) + reduction < best_seconds:
+            best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
+    shape, compute, reduction = best
+    return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, efficiency.matrix_setup_s, reduction)
 
 
-def _memory_seconds(nbytes: float, profile: Profile) -> float:
+@dataclass(frozen=True)
+class _CandidateShape:
+    """What a candidate kernel's time needs that no efficiency changes: computed once per product."""
+
+    tile_m: int
+    tile_n: int
+    split: int
+    unit_work: float  # waves * 2 * tm * tn * units * resident: the FLOPs per unit of depth the waves cost
+    edge: float  # (tm + tn) / (tm * tn)
+    slice_depth: float  # k / split
+    partial_bytes: float  # split-K's FP32 partial results, written and read
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _candidate_shapes(shape: MatrixShape, tiles: tuple, units: int, max_split_k: int) -> tuple[_CandidateShape, ...]:
+    largest = max(rows * columns for rows, columns in tiles)
+    found = []
+    for tile_m, tile_n in tiles:
+        resident = min(MAX_RESIDENT_TILES, max(1, largest // (tile_m * tile_n)))
+        output_tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
+        # Splitting the reduction only pays where the output tiles leave units idle.
+        most = max_split_k if output_tiles < units * resident else 1
+        for split in _splits(shape.k, most):
+            count = output_tiles * split
+            waves = math.ceil(count / (units * resident))
+            found.append(_CandidateShape(
+                tile_m, tile_n, split, waves * 2 * tile_m * tile_n * units * resident,
+                (tile_m + tile_n) / (tile_m * tile_n), shape.k / split,
+                2 * split * shape.batch * shape.m * shape.n * PARTIAL_BYTES if split > 1 else 0))
+    return tuple(found)
+
+
+def _splits(depth: float, most: int) -> list[int]:
+    splits, split = [1], 2
+    while split <= most and depth / split >= MIN_SLICE_DEPTH:
+        splits.append(split)
+        split *= 2
+    return splits
+
+
+def _kind_factor(cost: Cost, profile: Profile) -> float:
+    names = KIND_FACTORS.get((cost.kind, cost.role), ())
+    if not names:
+        return 1.0
+    return sum(getattr(profile.efficiency, name) for name in names) / len(names)
+
+
+def _vector_seconds(cost: Cost, profile: Profile) -> float:
+    """Non-matrix arithmetic on the vector units; transcendentals at the special-function rate."""
+    peak = profile.peak
+    work = cost.flops + cost.transcendentals * peak.vector_flops_per_s / peak.special_functions_per_s
+    return work / (peak.vector_flops_per_s * profile.chip.sustained_fraction * profile.efficiency.vector_fraction)
+
+
+def _memory_fraction(cost: Cost, profile: Profile) -> float:
+    return getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
+
+
+def _memory_seconds(nbytes: float, profile: Profile, fraction: float) -> float:
     if nbytes <= 0:
         return 0.0
-    efficiency = profile.efficiency
-    return (nbytes + efficiency.memory_half_bytes) / (profile.memory.bandwidth_bytes_per_s * efficiency.memory_fraction)
+    return (nbytes + profile.efficiency.memory_half_bytes) / (profile.memory.bandwidth_bytes_per_s * fraction)
 
 
 def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> float:
@@ -107,7 +247,8 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
             return links.host_latency_s + nbytes / links.host_pageable_bytes_per_s
         return links.host_latency_s + nbytes / (links.host_pinned_bytes_per_s * profile.efficiency.copy_fraction)
     if kind == "d2d":  # read and write the same memory
-        return profile.chip.kernel_floor_s + _memory_seconds(2 * nbytes, profile)
+        return profile.chip.kernel_floor_s + _memory_seconds(2 * nbytes, profile,
+                                                             profile.efficiency.elementwise_memory_fraction)
     if kind == "p2p":
         peer_rate = _link_rate(profile, ranks=2)
         return links.device_link_latency_s + nbytes / (peer_rate * profile.efficiency.copy_fraction)
@@ -115,10 +256,11 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
 
 
 def _link_rate(profile: Profile, ranks: int) -> float:
-    """One direction, one device: a switch gives every device its full rate to any peer; a mesh gives
-    one link per peer, so a collective over n devices uses n-1 of the node's links."""
+    """One direction, one device: a switch gives every device its full rate to any peer, and so does
+    PCIe (each card's own lanes to the host bridge); a mesh gives one link per peer, so a collective
+    over n devices uses n-1 of the node's links."""
     links = profile.links
-    if links.device_link_topology == "switch" or links.devices_per_node <= 1:
+    if links.device_link_topology in ("switch", "pcie") or links.devices_per_node <= 1:
         return links.device_link_bytes_per_s
     peers_in_use = min(ranks, links.devices_per_node) - 1
     return links.device_link_bytes_per_s * peers_in_use / (links.devices_per_node - 1)

@@ -6,6 +6,9 @@ Not the time model (model.py) and not the fitting of the efficiencies (fit.py): 
 
 from __future__ import annotations
 
+import difflib
+import functools
+import math
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -14,7 +17,7 @@ from pathlib import Path
 
 # Every quantity is in SI base units, and every key says its unit (flops_per_s, bytes, _s, hz).
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-LINK_TOPOLOGIES = ("switch", "mesh")
+LINK_TOPOLOGIES = ("switch", "mesh", "pcie")
 
 
 class ProfileError(ValueError):
@@ -39,6 +42,7 @@ class Peak:
     fp16_flops_per_s: float
     fp8_flops_per_s: float
     int8_ops_per_s: float
+    special_functions_per_s: float  # transcendentals (exp, tanh, ...): NVIDIA's SFUs, 16 per SM per clock
 
     def of(self, precision: str) -> float:
         suffix = "_ops_per_s" if precision == "int8" else "_flops_per_s"
@@ -48,12 +52,26 @@ class Peak:
 @dataclass(frozen=True)
 class Chip:
     compute_units: int  # SMs (NVIDIA), CUs (AMD), matrix engines or cores
-    clock_hz: float  # the clock the peak rates are quoted at
+    clock_hz: float  # the (boost) clock the peak rates are quoted at
+    sustained_clock_hz: float  # the clock it holds under sustained full load (power or thermal limit)
     l2_bytes: float
-    launch_overhead_s: float  # the host's time per kernel launch, as PyTorch issues them eagerly
     kernel_floor_s: float  # shortest time one kernel occupies its stream (a CUDA graph's replay shows it)
-    matrix_tile_m: int  # output tile one compute unit works on in a matrix kernel (rows)
-    matrix_tile_n: int  # (columns)
+
+    @property
+    def sustained_fraction(self) -> float:
+        """What share of the quoted compute peaks a long kernel can use: Note [Sustained clock]."""
+        return min(1.0, self.sustained_clock_hz / self.clock_hz)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The matrix library's kernels (cuBLAS, hipBLASLt, ...): the output tiles it chooses between and
+    how far it splits the reduction. model.py picks, per product, the candidate predicted fastest,
+    as the library's heuristics aim to (Note [How a matrix kernel is chosen] in model.py)."""
+
+    simt_tiles: tuple  # tiles of the kernels without matrix units (FP32 and FP64 products)
+    tensor_tiles: tuple  # tiles of the matrix-unit kernels (TF32, BF16/FP16, FP8, INT8)
+    max_split_k: int  # the most slices the reduction dimension is split into (1: never)
 
 
 @dataclass(frozen=True)
@@ -68,7 +86,7 @@ class Links:
     host_pageable_bytes_per_s: float  # one direction, through the driver's staging buffer
     host_latency_s: float
     devices_per_node: int
-    device_link_topology: str  # "switch": every device reaches every other at full rate; "mesh": one link per peer
+    device_link_topology: str  # LINK_TOPOLOGIES: "switch", "mesh", or "pcie" (peers reach each other over PCIe)
     device_link_bytes_per_s: float  # one direction, one device, all its links together
     device_link_latency_s: float
     network_bytes_per_s: float  # one direction, per device (its share of the node's NICs)
@@ -77,14 +95,40 @@ class Links:
 
 
 @dataclass(frozen=True)
-class Efficiency:
-    """Fitted by fit.py; see model.py for the equations they enter."""
+class Host:
+    """The target machine's host as PyTorch eager drives the device from it (Note [How the host is
+    replayed] in timeline.py): part of the profile, so a prediction never depends on the machine
+    that makes it."""
 
-    matrix_fraction: float  # fraction of dense peak a long matrix tile sustains
-    matrix_half_depth: float  # reduction depth K at which a tile runs at half of that (prologue/epilogue)
-    matrix_setup_s: float  # fixed cost of a library matrix kernel beyond the launch
-    memory_fraction: float  # fraction of memory bandwidth a long streaming kernel sustains
-    memory_half_bytes: float  # bytes at which a streaming kernel reaches half of that
+    launch_s: float  # host time per kernel launch, the dispatch of the operator that launches it included
+    operator_s: float  # host time per further operator call between two launches (composites, views, allocations)
+    synchronize_s: float  # host time of a synchronisation beyond waiting for the device (an idle device's)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What share of the datasheet rates each kernel class reaches; fitted by fit.py, see model.py for
+    the equations they enter. Matrix classes: the product's precision sets the level (gemm_*), the
+    kind of kernel a factor on it (conv_*, attention_*)."""
+
+    gemm_fp32_fraction: float  # FP32/FP64 products on the plain (SIMT) units: fraction of their peak
+    gemm_tf32_fraction: float  # TF32 products on the matrix units
+    gemm_16bit_fraction: float  # BF16 and FP16 products on the matrix units
+    gemm_8bit_fraction: float  # FP8 and INT8 products on the matrix units
+    conv_forward_factor: float  # a convolution's forward pass, relative to a GEMM of its precision (above 1:
+    #                             the library's algorithm does less work than the direct product, as Winograd)
+    conv_input_grad_factor: float  # its gradient with respect to the input
+    conv_weight_grad_factor: float  # its gradient with respect to the weight
+    attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision
+    attention_backward_factor: float  # fused attention backward
+    matrix_half_depth: float  # reduction depth K at which a tile runs at half its rate (prologue/epilogue)
+    matrix_setup_s: float  # fixed cost of a library matrix kernel beyond the kernel floor
+    matrix_tile_overhead: float  # a tile's edge cost: its rate is 1 / (1 + overhead * (tm + tn) / (tm * tn))
+    vector_fraction: float  # non-matrix arithmetic: fraction of the vector peak
+    elementwise_memory_fraction: float  # fraction of memory bandwidth a long elementwise kernel sustains
+    reduction_memory_fraction: float  # ... a long reduction
+    norm_memory_fraction: float  # ... softmax and the norms
+    memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 
 
@@ -106,27 +150,52 @@ class Profile:
     description: str
     peak: Peak
     chip: Chip
+    matrix: Matrix
     memory: Memory
     links: Links
+    host: Host
     efficiency: Efficiency
     collectives: Collectives
+    provenance: dict  # kernel class -> where its efficiency comes from (datasheet, fitted to which rows, assumed)
     path: str  # the file it was read from, for messages
+    hardware_names: tuple = ()  # how measurements name this chip ("H100 SXM"): fit.py matches rows by them
+    defaulted: tuple = ()  # sections the file left out, filled with DEFAULTS_PROFILE's (a report says so)
 
     def peak_of(self, precision: str) -> float:
         """The dense peak rate for precision's matrix work. A chip without a unit for it (0 in the
         profile: FP8 on an A100) runs such work at its FP32 rate."""
         return self.peak.of(precision) or self.peak.fp32_flops_per_s
 
+    def matrix_precision(self, precision: str) -> str:
+        """The precision whose units run precision's products: itself, or FP32 where the chip lacks them."""
+        return precision if self.peak.of(precision) else "fp32"
+
 
 _SECTIONS = {
     "peak": Peak,
     "chip": Chip,
+    "matrix": Matrix,
     "memory": Memory,
     "links": Links,
+    "host": Host,
     "efficiency": Efficiency,
     "collectives": Collectives,
 }
-_TOP_LEVEL = ("name", "description")
+_TOP_LEVEL = ("name", "description", "hardware_names", "provenance")
+# Sections a profile may leave out: a chip nobody has measured yet has no fitted efficiencies, and a
+# profile may leave the host to the bundled server's. DEFAULTS_PROFILE supplies them, and every report
+# made with such a profile says which it took (Profile.defaulted).
+OPTIONAL_SECTIONS = ("host", "efficiency", "collectives")
+DEFAULTS_PROFILE = "_defaults"
+# Peaks a chip may lack (0: no such unit); every other rate, size and count must be positive.
+OPTIONAL_PEAKS = ("fp64_flops_per_s", "tf32_flops_per_s", "bf16_flops_per_s", "fp16_flops_per_s",
+                  "fp8_flops_per_s", "int8_ops_per_s")
+# A kind's factor on the GEMM level may pass 1 where the library's algorithm does less work than the
+# direct product (cuDNN's Winograd convolutions), never by more than this.
+MAX_FACTOR = 4.0
+# Kernel classes whose efficiency a profile states, with where it comes from ([provenance]).
+KERNEL_CLASSES = ("gemm_fp32", "gemm_tf32", "gemm_16bit", "gemm_8bit", "conv", "attention", "elementwise",
+                  "reduction", "norm", "copies", "collectives")
 
 
 def user_profiles_dir() -> Path:
@@ -140,7 +209,8 @@ def user_profiles_dir() -> Path:
 def list_profiles() -> list[str]:
     """Names of the bundled profiles and of the user's own, e.g. "h100-sxm"."""
     folder = resources.files("openreg_perf") / "profiles"
-    names = {entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml")}
+    names = {entry.name[: -len(".toml")] for entry in folder.iterdir()
+             if entry.name.endswith(".toml") and not entry.name.startswith("_")}
     if user_profiles_dir().is_dir():
         names |= {path.stem for path in user_profiles_dir().glob("*.toml")}
     return sorted(names)
@@ -168,8 +238,21 @@ def _resolve(name_or_path: str | Path) -> Path:
         return own
     bundled = bundled_path(str(name_or_path))
     if not bundled.is_file():
-        raise ProfileError(f"no profile named {name_or_path!r}; known: {', '.join(list_profiles())}")
+        known = list_profiles()
+        close = _likely_meant(str(name_or_path), known)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise ProfileError(f"no profile named {name_or_path!r}; {hint}known: {', '.join(known)}")
     return bundled
+
+
+def _likely_meant(name: str, known: list[str]) -> list[str]:
+    """The profiles a mistyped name most likely meant: those it begins ("h100" -> h100-pcie, h100-sxm),
+    letters and digits compared without case or separators, else the closest spelling."""
+    def plain(text: str) -> str:
+        return "".join(character for character in text.lower() if character.isalnum())
+
+    starting = [profile for profile in known if plain(profile).startswith(plain(name))] if plain(name) else []
+    return starting[:3] or difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
 
 
 def bundled_path(name: str) -> Path:
@@ -179,16 +262,61 @@ def bundled_path(name: str) -> Path:
 
 def _build(table: dict, path: str) -> Profile:
     _refuse_unknown(table, set(_TOP_LEVEL) | set(_SECTIONS), "", path)
-    for key in _TOP_LEVEL:
+    for key in ("name", "description"):
         if not isinstance(table.get(key), str):
             raise ProfileError(f"{path}: field {key!r} is missing or not a string")
-    sections = {}
+    sections, defaulted = {}, []
     for section, record in _SECTIONS.items():
         values = table.get(section)
+        if values is None and section in OPTIONAL_SECTIONS:
+            sections[section] = defaults()[section]
+            defaulted.append(section)
+            continue
         if not isinstance(values, dict):
             raise ProfileError(f"{path}: section [{section}] is missing")
         sections[section] = _build_section(record, values, section, path)
-    return Profile(name=table["name"], description=table["description"], path=path, **sections)
+    provenance = _provenance(table.get("provenance", {}), path)
+    if "efficiency" in defaulted:
+        provenance = {name: "device-independent default (no fit for this chip)" for name in KERNEL_CLASSES}
+    return Profile(name=table["name"], description=table["description"], path=path, provenance=provenance,
+                   hardware_names=_hardware_names(table.get("hardware_names", []), path),
+                   defaulted=tuple(defaulted), **sections)
+
+
+def _hardware_names(values, path: str) -> tuple:
+    if not isinstance(values, list) or not all(isinstance(text, str) and text for text in values):
+        raise ProfileError(f"{path}: field 'hardware_names' must be a list of names, such as [\"H100 SXM\"]")
+    return tuple(values)
+
+
+@functools.cache
+def defaults() -> dict:
+    """The sections a profile may leave out, from profiles/_defaults.toml: the fit's device-independent
+    values for a chip without measurements of its own, and the bundled server host."""
+    path = bundled_path(DEFAULTS_PROFILE)
+    with open(path, "rb") as file:
+        table = tomllib.load(file)
+    return {section: _build_section(_SECTIONS[section], table[section], section, str(path))
+            for section in OPTIONAL_SECTIONS}
+
+
+@functools.cache
+def held_out_errors() -> dict[str, tuple[float, float]]:
+    """Per kernel class, the model's mean absolute error and signed bias held out (leave one device
+    out, tools/bench/perf_model.py --write-profiles writes them into profiles/_defaults.toml)."""
+    with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
+        table = tomllib.load(file).get("held_out_error", {})
+    return {name: (float(values[0]), float(values[1])) for name, values in table.items()}
+
+
+def _provenance(values, path: str) -> dict:
+    if not isinstance(values, dict):
+        raise ProfileError(f"{path}: [provenance] must be a table of kernel class = \"source\"")
+    _refuse_unknown(values, set(KERNEL_CLASSES), "provenance.", path)
+    for name, text in values.items():
+        if not isinstance(text, str) or not text:
+            raise ProfileError(f"{path}: field 'provenance.{name}' must say where the figure comes from")
+    return dict(values)
 
 
 def _build_section(record: type, values: dict, section: str, path: str):
@@ -199,11 +327,11 @@ def _build_section(record: type, values: dict, section: str, path: str):
         where = f"{path}: field '{section}.{key}'"
         if key not in values:
             raise ProfileError(f"{where} is missing")
-        checked[key] = _check_value(values[key], type_name, where)
+        checked[key] = _check_value(values[key], type_name, key, where)
     return record(**checked)
 
 
-def _check_value(value, type_name: str, where: str):
+def _check_value(value, type_name: str, key: str, where: str):
     if type_name == "str":
         if value not in LINK_TOPOLOGIES:
             raise ProfileError(f"{where} must be one of {', '.join(LINK_TOPOLOGIES)}, not {value!r}")
@@ -212,16 +340,37 @@ def _check_value(value, type_name: str, where: str):
         if not isinstance(value, bool):
             raise ProfileError(f"{where} must be true or false, not {value!r}")
         return value
+    if type_name == "tuple":
+        return _check_tiles(value, where)
     # bool is an int subclass in Python: refuse it where a number is meant.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProfileError(f"{where} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ProfileError(f"{where} must be a finite number, not {value!r}")
     if value < 0:
         raise ProfileError(f"{where} must not be negative ({value})")
     if type_name == "int":
         if value != int(value) or value < 1:
             raise ProfileError(f"{where} must be a whole number of at least 1 ({value})")
         return int(value)
+    if key.endswith("_fraction") and not 0 < value <= 1:
+        raise ProfileError(f"{where} is a fraction: it must be in (0, 1], not {value}")
+    if key.endswith("_factor") and not 0 < value <= MAX_FACTOR:
+        raise ProfileError(f"{where} is a factor on a GEMM's level: it must be in (0, {MAX_FACTOR:g}], not {value}")
+    if value == 0 and key.endswith(("_per_s", "_hz", "_bytes")) and key not in OPTIONAL_PEAKS \
+            and key != "memory_half_bytes":
+        raise ProfileError(f"{where} must be greater than 0")
     return float(value)
+
+
+def _check_tiles(value, where: str) -> tuple:
+    tiles = value if isinstance(value, list) else None
+    if not tiles or not all(isinstance(tile, list) and len(tile) == 2 and
+                            all(isinstance(side, int) and not isinstance(side, bool) and side > 0 for side in tile)
+                            for tile in tiles):
+        raise ProfileError(f"{where} must be a non-empty list of [rows, columns] tiles of whole numbers, "
+                           f"not {value!r}")
+    return tuple((rows, columns) for rows, columns in tiles)
 
 
 def _refuse_unknown(values: dict, known: set[str], prefix: str, path: str) -> None:

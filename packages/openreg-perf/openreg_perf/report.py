@@ -11,8 +11,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from .model import roofline_seconds
-from .profile import Profile
+from .model import error_class, peak_rate, roofline_seconds
+from .profile import Profile, held_out_errors
 from .timeline import Predicted, Timeline, merged_intervals
 
 
@@ -69,10 +69,12 @@ class RegionReport:
     communication_s: float  # collectives, as run
     exposed_communication_s: float  # collectives' time with no compute running beside them
     flops: float
-    model_flop_utilisation: float  # flops / (total time * the dominant precision's peak)
+    model_flop_utilisation: float  # each kernel's FLOPs / its precision's peak, over the region's time (<= 1)
     memory: dict  # device -> memory.MemorySplit
     capacity_bytes: int
     unknown_operators: list  # operators priced by the default rule
+    host: str  # the host model (timeline.HOST_MODELS)
+    class_seconds: dict  # kernel class (model.error_class) -> predicted seconds of its kernels
 
 
 def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionReport:
@@ -84,21 +86,43 @@ def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionR
     busy = {d: _union_seconds(spans([item for item in work if item.work.device == d])) for d in devices}
     communication = _union_seconds(spans(collectives))
     exposed = communication - _overlap_seconds(spans(collectives), spans(compute))
-    flops = sum(item.cost.flops for item in work if item.cost is not None)
-    roofline = sum(roofline_seconds(item.cost, None, profile) for item in work if item.cost is not None)
-    unknown = sorted({item.work.op.name for item in work if item.cost is not None and not item.cost.known})
+    priced = [item for item in work if item.cost is not None]
+    flops = sum(item.cost.flops for item in priced)
+    roofline = sum(roofline_seconds(item.cost, item.precision, profile) for item in priced)
+    unknown = sorted({item.work.op.name for item in priced if not item.cost.known})
     total = timeline.total_s
-    utilisation = flops / (total * profile.peak_of(_dominant_precision(work))) if total > 0 else 0.0
+    utilisation = _flop_utilisation(priced, devices, total, profile)
+    class_seconds: dict[str, float] = {}
+    for item in priced:
+        name = "collectives" if item.category == "collective" else "copies" if item.category == "copy" else \
+            error_class(item.cost, item.precision)
+        class_seconds[name] = class_seconds.get(name, 0.0) + item.seconds
     return RegionReport(total, roofline, busy, _union_seconds(spans(compute)), communication, exposed, flops,
-                        utilisation, dict(memory), profile.memory.capacity_bytes, unknown)
+                        utilisation, dict(memory), profile.memory.capacity_bytes, unknown, timeline.host,
+                        class_seconds)
 
 
-def _dominant_precision(work: list[Predicted]) -> str:
-    by_precision: dict[str, float] = {}
-    for item in work:
-        if item.cost is not None:
-            by_precision[item.cost.precision] = by_precision.get(item.cost.precision, 0.0) + item.cost.flops
-    return max(by_precision, key=by_precision.get) if by_precision else "fp32"
+def expected_error(report: RegionReport) -> tuple[float, dict[str, float]]:
+    """The held-out error of the prediction's kernel classes (profile.held_out_errors), weighted by
+    the predicted time of each: the error one should expect of the device time, and the classes'.
+    A class the benchmark has no rows for is left out of the weighting."""
+    errors = held_out_errors()
+    known = {name: seconds for name, seconds in report.class_seconds.items() if name in errors}
+    total = sum(known.values())
+    if total <= 0:
+        return 0.0, {}
+    weighted = sum(seconds * errors[name][0] for name, seconds in known.items()) / total
+    return weighted, {name: errors[name][0] for name in sorted(known, key=lambda name: -known[name])}
+
+
+def _flop_utilisation(priced: list[Predicted], devices: list[int], total: float, profile: Profile) -> float:
+    """Model FLOP utilisation: each kernel's FLOPs against the peak of the precision it ran in (TF32 for
+    an FP32 product on TF32 units), over the region's time on every device. Streams of one device are
+    not modelled as sharing its units, so concurrent kernels could sum past the peak: capped at 1."""
+    if total <= 0 or not devices:
+        return 0.0
+    peak_seconds = sum(item.cost.flops / peak_rate(item.cost, item.precision, profile) for item in priced)
+    return min(1.0, peak_seconds / (total * len(devices)))
 
 
 def _si(value: float, unit: str) -> str:
@@ -117,6 +141,15 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
     """The report as text: the region, then the kernels that take the most predicted time."""
     lines = [f"openreg-perf: predicted on {profile.name} ({profile.description})",
              f"  region time        {_time(report.total_s)}   (datasheet roofline: {_time(report.roofline_s)})"]
+    error, per_class = expected_error(report)
+    if per_class:
+        classes = ", ".join(f"{name} {100 * value:.0f}%" for name, value in per_class.items())
+        lines.append(f"  expected error     about {100 * error:.0f}% of the device time (held out per kernel class: "
+                     f"{classes}; tools/bench/perf_model.py)")
+    lines.append(f"  host               {_host_line(profile, report.host)}")
+    if profile.defaulted:
+        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: the device-independent "
+                     f"defaults are used (profiles/_defaults.toml)")
     for device, busy in report.busy_s.items():
         idle = max(0.0, report.total_s - busy)
         lines.append(f"  device {device}           busy {_time(busy)}, idle {_time(idle)} "
@@ -139,7 +172,7 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{_si(split.between_samples, 'B')}")
     if report.unknown_operators:
         lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
-    lines.append(f"  {'kernel':<32} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
+    lines.append(f"  {'kernel':<48} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
     by_name: dict[str, list[KernelRecord]] = {}
     for record in kernels:
         by_name.setdefault(record.op or record.name, []).append(record)
@@ -149,10 +182,19 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
         seconds = sum(r.seconds for r in records)
         bounds = {r.bound for r in records}
         achieved = max(r.achieved_fraction for r in records)
-        lines.append(f"  {name[:32]:<32} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
+        lines.append(f"  {name[:48]:<48} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
                      f"{'/'.join(sorted(bounds)):<15} {100 * achieved:5.1f}%")
     return "\n".join(lines)
 # LITERALINCLUDE END: PERF_SUMMARY
+
+
+def _host_line(profile: Profile, host: str) -> str:
+    if host == "this-machine":
+        return "as measured on this machine (host=\"this-machine\"): depends on the machine that predicts"
+    if host == "launches":
+        return f"launches only, {_time(profile.host.launch_s)} each (the device's view)"
+    return (f"the profile's: {_time(profile.host.launch_s)} a launch, {_time(profile.host.operator_s)} a further "
+            f"operator, {_time(profile.host.synchronize_s)} a synchronisation")
 
 
 def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) -> dict:

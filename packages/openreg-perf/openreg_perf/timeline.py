@@ -3,20 +3,23 @@ gets its predicted duration (model.py) and starts when its stream, the work it w
 that queued it allow; the host queues in the order it did, and waits where it waited.
 
 Note [How the host is replayed]
-The host's own time between two of its events (queueing work, or the end of a wait) is taken as it
-was measured here, less what the prediction's instruments cost it: recording the operators in
-between (measured once per process, capture.recording_cost_per_operator) and the memory samples
-(memory.py, as long as each took). The program's Python and PyTorch's dispatch run on the host, not
-on the device, and this machine's host is the best estimate of the target's that the trace offers.
-Each gap is at least the profile's launch overhead, what a host pays per launch on the target. A
-wait is replayed as a wait: the host resumes when the predicted work it waited for ends, not when
-the simulator's did. All host threads are replayed as one, in the order they queued (autograd's
-device thread queues the backward while the thread that called backward() waits for it). So a
-program bound by its host is predicted as fast as its host ran here, and one bound by the device as
-fast as the profile allows. The host's time here includes whatever slowed it here: on a machine with
-few cores, the simulator's own kernels compete with it. With host="launches" every gap is the
-launch overhead alone: the device's view of a host that does nothing but launch, which depends on
-the kernels only (and is the same run after run).
+The host queues work in the order it did and waits where it waited; what it costs between two of its
+events depends on the host model, and by default only on the program and the profile:
+- "profile" (the default): the target's host as the profile's [host] section describes it. Each
+  launch costs host.launch_s (the dispatch of the operator that launched it included), each further
+  operator recorded since the previous event host.operator_s (composites, views, allocations), and
+  each synchronisation host.synchronize_s once the device work it waits for has ended. The same
+  program on the same profile is predicted the same on any machine, however busy.
+- "this-machine": the host's own time between two events as it was measured here, less what the
+  prediction's instruments cost it (recording the operators, measured once per process,
+  capture.recording_cost_per_operator; the memory samples, as long as each took), and at least the
+  profile's launch cost. An opt-in: it replays this machine's Python and dispatch, and whatever
+  slowed them here (on a machine with few cores, the simulator's own kernels compete with them).
+- "launches": nothing but launches, host.launch_s each, and no synchronisation cost: the device's view
+  of a host that does nothing but launch.
+A wait is replayed as a wait: the host resumes when the predicted work it waited for ends, not when the
+simulator's did. All host threads are replayed as one, in the order they queued (autograd's device
+thread queues the backward while the thread that called backward() waits for it).
 
 Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
 """
@@ -54,6 +57,7 @@ class Predicted:
     bound: str = "latency"  # compute, memory or latency (model.Prediction.bound)
     achieved_fraction: float = 0.0
     cost: Cost | None = None
+    precision: str | None = None  # what it ran in, where it differs from the cost's own (TF32 for FP32)
 
     @property
     def end_s(self) -> float:
@@ -71,6 +75,7 @@ class PredictedWait:
 class Timeline:
     items: list[Predicted] = field(default_factory=list)
     waits: list[PredictedWait] = field(default_factory=list)
+    host: str = "profile"  # the host model it was replayed with (HOST_MODELS)
 
     @property
     def total_s(self) -> float:
@@ -79,12 +84,13 @@ class Timeline:
         return max(ends, default=0.0)
 
 
-HOST_MODELS = ("measured", "launches")
+HOST_MODELS = ("profile", "this-machine", "launches")
 
 
-def replay(trace: Trace, profile: Profile, ranks: int = 1, host: str = "measured") -> Timeline:
+def replay(trace: Trace, profile: Profile, ranks: int = 1, host: str = "profile") -> Timeline:
     """The predicted timeline of trace on profile; collectives as if the group had `ranks` ranks; the
-    host's time between launches as measured, or its launches alone (Note [How the host is replayed])."""
+    host's time between launches from the profile, as measured here, or its launches alone (Note [How
+    the host is replayed])."""
     if host not in HOST_MODELS:
         raise ValueError(f"host={host!r}: one of {', '.join(HOST_MODELS)}")
     return _Replay(trace, profile, ranks, host).run()
@@ -93,7 +99,8 @@ def replay(trace: Trace, profile: Profile, ranks: int = 1, host: str = "measured
 class _Replay:
     def __init__(self, trace: Trace, profile: Profile, ranks: int, host: str):
         self.trace, self.profile, self.ranks, self.host = trace, profile, ranks, host
-        self.timeline = Timeline()
+        self._synchronize_s = profile.host.synchronize_s if host == "profile" else 0.0
+        self.timeline = Timeline(host=host)
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
@@ -111,28 +118,50 @@ class _Replay:
         events.sort(key=lambda event: (event[0], event[1]))
         host, previous_ns = 0.0, events[0][0] if events else 0
         for measured_ns, _, event in events:
-            gap = self._host_seconds(previous_ns, measured_ns)
             if isinstance(event, Work):
-                host += max(gap, self.profile.chip.launch_overhead_s) if self.timeline.items else 0.0
+                if self.timeline.items:
+                    host += self._before_launch(previous_ns, measured_ns)
                 self._schedule(event, issued=host)
                 previous_ns = measured_ns
             else:
-                host += gap
-                resumed = max(host, self._completion(event))
+                host += self._before_wait(previous_ns, measured_ns)
+                resumed = max(host, self._completion(event)) + self._synchronize_s
                 self.timeline.waits.append(PredictedWait(event, host, resumed))
                 host, previous_ns = resumed, event.measured_ns[1]
         # LITERALINCLUDE END: PERF_REPLAY
         return self.timeline
 
-    def _host_seconds(self, begin_ns: int, end_ns: int) -> float:
-        """The host's own time between two of its events, without what the prediction's instruments
-        cost it (the recording, per operator recorded; memory samples, as they took)."""
-        if self.host == "launches" or end_ns <= begin_ns:  # (another thread's launch during a wait)
-            return 0.0  # raised to the launch overhead by the caller
+    def _before_launch(self, begin_ns: int, end_ns: int) -> float:
+        """The host's time from its previous event to queueing the next piece of work."""
+        launch = self.profile.host.launch_s
+        if self.host == "profile":
+            return launch + self.profile.host.operator_s * max(0, self._operators(begin_ns, end_ns) - 1)
+        if self.host == "this-machine":
+            return max(launch, self._measured_seconds(begin_ns, end_ns))
+        return launch
+
+    def _before_wait(self, begin_ns: int, end_ns: int) -> float:
+        """The host's time from its previous event to starting a wait."""
+        if self.host == "profile":
+            return self.profile.host.operator_s * self._operators(begin_ns, end_ns)
+        if self.host == "this-machine":
+            return self._measured_seconds(begin_ns, end_ns)
+        return 0.0
+
+    def _operators(self, begin_ns: int, end_ns: int) -> int:
+        """Operators recorded between two of the host's events."""
         starts = self.trace.operator_starts_ns
-        recorded = bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns)
+        return max(0, bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns))
+
+    def _measured_seconds(self, begin_ns: int, end_ns: int) -> float:
+        """The host's own time between two of its events as measured here, without what the
+        prediction's instruments cost it (the recording, per operator recorded; memory samples, as
+        they took)."""
+        if end_ns <= begin_ns:  # (another thread's launch during a wait)
+            return 0.0
         paused_ns = self._paused_until(end_ns) - self._paused_until(begin_ns)
-        return max(0.0, (end_ns - begin_ns - paused_ns) * 1e-9 - recorded * self.trace.recording_cost_per_operator_s)
+        recorded = self._operators(begin_ns, end_ns) * self.trace.recording_cost_per_operator_s
+        return max(0.0, (end_ns - begin_ns - paused_ns) * 1e-9 - recorded)
 
     def _paused_until(self, ns: int) -> int:
         """How long the instruments held the host before ns (a pause under way counts up to ns)."""
@@ -164,7 +193,8 @@ class _Replay:
         return Predicted(work, start, *known)
 
     def _duration(self, work: Work, pinned: bool) -> tuple:
-        """(seconds, category, bound, achieved fraction, cost): a Predicted's fields but where it starts."""
+        """(seconds, category, bound, achieved fraction, cost[, precision]): a Predicted's fields but
+        where it starts."""
         cost = cost_of(work.op) if work.op is not None else None
         if work.kind == "memcpy":
             return self._copy_seconds(work, cost, pinned), "copy", "memory", 0.0, cost
@@ -175,9 +205,10 @@ class _Replay:
         category = "memset" if work.kind == "memset" else "compute"
         if cost is None:  # work no recorded operator queued: the shortest a kernel takes
             return self.profile.chip.kernel_floor_s, category, "latency", 0.0, None
-        prediction = kernel_seconds(cost, self._precision(cost), self.profile)
+        precision = self._precision(cost)
+        prediction = kernel_seconds(cost, precision, self.profile)
         seconds = max(prediction.seconds, self.profile.chip.kernel_floor_s)
-        return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost
+        return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost, precision
 
     def _precision(self, cost: Cost) -> str | None:
         """TF32 for an FP32 matrix kernel where PyTorch's flags allowed it (Trace.tf32_*), else the cost's."""

@@ -3,6 +3,8 @@ determinism, and the calibration targets it meets against published measurements
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from openreg_perf import fit
 from openreg_perf.costs import OpCall, cost_of
@@ -11,13 +13,15 @@ from openreg_perf.model import (
     collective_seconds,
     copy_seconds,
     kernel_seconds,
+    matrix_kernel,
     roofline_seconds,
 )
-from openreg_perf.profile import list_profiles, load_profile
+from openreg_perf.profile import Matrix, list_profiles, load_profile
 
 H100 = load_profile("h100-sxm")
 A100 = load_profile("a100-sxm-80gb")
 HALF = "c10::Half"
+BF16 = "c10::BFloat16"
 
 
 def mm(m, k, n, dtype=HALF):
@@ -46,14 +50,78 @@ def test_a_skinny_gemm_is_slower_than_the_roofline_says():
     assert kernel_seconds(skinny, None, H100).seconds > 3 * roofline_seconds(skinny, None, H100)
 
 
+def _one_tile(profile, tile=(128, 128), max_split_k=1):
+    """The profile with a matrix library that has one tile and never splits: the hand-worked cases."""
+    return replace(profile, matrix=Matrix((tile,), (tile,), max_split_k))
+
+
 def test_a_gemm_one_tile_row_past_a_full_wave_takes_two_waves():
     """12 x 11 = 132 tiles fill H100's 132 SMs once; 13 x 11 = 143 take two waves, as long as 24 x 11."""
-    tile = H100.chip.matrix_tile_m
-    seconds = [kernel_seconds(mm(rows * tile, 4096, 11 * tile), None, H100) for rows in (12, 13, 24)]
+    h100 = _one_tile(H100)
+    seconds = [kernel_seconds(mm(rows * 128, 4096, 11 * 128), None, h100) for rows in (12, 13, 24)]
     assert all(prediction.bound == "compute" for prediction in seconds)
     one_wave, one_more_row, two_waves = (prediction.seconds for prediction in seconds)
     assert one_more_row == pytest.approx(two_waves, rel=0.01)
     assert one_more_row > 1.5 * one_wave  # the launch and setup costs are paid once either way
+
+
+def test_a_tile_computes_all_its_outputs_even_past_the_matrix_edge():
+    """With only 128 x 128 tiles, a 1-row product costs as much as a 128-row one."""
+    h100 = _one_tile(H100)
+    assert matrix_kernel(mm(1, 4096, 128 * 132), None, h100).compute_seconds == pytest.approx(
+        matrix_kernel(mm(128, 4096, 128 * 132), None, h100).compute_seconds)
+
+
+def test_a_menu_is_never_slower_than_its_largest_tile_alone():
+    largest = max(H100.matrix.tensor_tiles, key=lambda tile: tile[0] * tile[1])
+    for shape in ((8192, 8192, 8192), (64, 12288, 12288), (16, 4096, 4096), (4096, 4096, 128), (128, 65536, 128)):
+        cost = mm(*shape, BF16)
+        fixed = matrix_kernel(cost, None, _one_tile(H100, largest)).seconds
+        assert matrix_kernel(cost, None, H100).seconds <= fixed * (1 + 1e-12), shape
+    # and much faster where the fixed tile wastes most of its work
+    assert matrix_kernel(mm(16, 4096, 4096, BF16), None, H100).seconds < 0.6 * matrix_kernel(
+        mm(16, 4096, 4096, BF16), None, _one_tile(H100, largest)).seconds
+
+
+def test_hand_worked_tile_choices():
+    """Worked by hand on H100's menu (132 SMs): a large square product takes the largest tile and no
+    split (2,048 tiles of 256 x 128 are 15.5 waves; smaller tiles lose more at their edges); a product of
+    16 rows takes a small tile (a 256-row tile would compute 240 rows of nothing) and splits its deep
+    reduction (64 x 64 tiles of 16 x 4096 are 64 tiles, 512 SM slots: split K to fill them)."""
+    large = matrix_kernel(mm(8192, 8192, 8192, BF16), None, H100)
+    assert (large.tile_m * large.tile_n, large.split_k) == (256 * 128, 1)
+    skinny = matrix_kernel(mm(16, 4096, 4096, BF16), None, H100)
+    assert skinny.tile_m == 64 and skinny.split_k > 1
+    shallow = matrix_kernel(mm(4096, 64, 4096, BF16), None, H100)
+    assert shallow.split_k == 1  # a 64-deep reduction is never split (MIN_SLICE_DEPTH)
+
+
+def test_split_k_pays_for_its_partial_results():
+    split = matrix_kernel(mm(128, 65536, 128, BF16), None, H100)
+    assert split.split_k > 1 and split.reduction_seconds > H100.chip.kernel_floor_s
+
+
+def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():
+    half_clock = replace(H100, chip=replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz / 2))
+    compute, memory = mm(8192, 8192, 8192, BF16), add(1 << 28)
+    assert kernel_seconds(compute, None, half_clock).seconds == pytest.approx(
+        2 * kernel_seconds(compute, None, H100).seconds, rel=0.05)
+    assert kernel_seconds(memory, None, half_clock).seconds == kernel_seconds(memory, None, H100).seconds
+
+
+def test_each_kernel_class_has_its_own_efficiency():
+    """A convolution's weight gradient and a GEMM of the same shape and precision differ by the
+    profile's factor; transcendentals cost special-function time."""
+    slow_conv = replace(H100, efficiency=replace(H100.efficiency, conv_forward_factor=0.25))
+    conv = cost_of(OpCall("aten::convolution", [[64, 256, 56, 56], [256, 256, 3, 3], [], [], [], [], [], [], []],
+                          [BF16, BF16, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                          [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]))
+    assert conv.role == "forward"
+    assert kernel_seconds(conv, None, slow_conv).seconds > 3 * kernel_seconds(conv, None, H100).seconds
+    tanh = cost_of(OpCall("aten::tanh", [[1 << 20]], ["float"]))
+    assert tanh.transcendentals == 1 << 20
+    no_special_units = replace(H100, peak=replace(H100.peak, special_functions_per_s=1e9))
+    assert kernel_seconds(tanh, None, no_special_units).seconds > 10 * kernel_seconds(tanh, None, H100).seconds
 
 
 def test_a_large_gemm_is_compute_bound_below_peak():

@@ -78,7 +78,7 @@ def test_a_wait_for_an_event_recorded_before_the_region_does_not_wait():
     k = program.kernel(mm(64), stream=2)
     # It starts when the host has queued it: one launch after the wait.
     assert by_correlation(replay(program.trace, H100))[k.correlation].start_s == pytest.approx(
-        H100.chip.launch_overhead_s)
+        H100.host.launch_s)
 
 
 def test_the_host_resumes_when_the_predicted_work_it_waits_for_ends():
@@ -89,7 +89,8 @@ def test_the_host_resumes_when_the_predicted_work_it_waits_for_ends():
     timeline = replay(program.trace, H100)
     items = by_correlation(timeline)
     (wait,) = timeline.waits
-    assert wait.end_s == pytest.approx(items[big.correlation].end_s)  # the predicted end, not 500 ms
+    # The predicted end and the target host's synchronisation, not the simulator's 500 ms.
+    assert wait.end_s == pytest.approx(items[big.correlation].end_s + H100.host.synchronize_s)
     assert items[after.correlation].start_s >= wait.end_s
     assert timeline.total_s < 0.1
 
@@ -99,37 +100,79 @@ def test_a_device_synchronize_waits_for_every_stream_of_its_device_only():
     slow = program.kernel(mm(8192), stream=5)
     program.kernel(mm(16384), device=1, stream=9)
     program.wait("orDeviceSynchronize", stream=0, device=0)
-    timeline = replay(program.trace, H100)
+    timeline = replay(program.trace, H100, host="launches")
     assert timeline.waits[0].end_s == pytest.approx(by_correlation(timeline)[slow.correlation].end_s)
 
 
-def test_the_host_keeps_its_own_time_between_launches_but_not_the_instruments():
+def test_the_profiles_host_prices_launches_operators_and_synchronisations():
+    """host="profile" (the default): each launch host.launch_s, each further operator recorded since
+    the previous event host.operator_s, each synchronisation host.synchronize_s after the work."""
+    program = Program()
+    program.kernel(OpCall("aten::relu", [[4]], [F32]))
+    second = program.kernel(OpCall("aten::relu", [[4]], [F32]), gap_ns=2 * MS)
+    # Four operators recorded before the second launch (a composite and its children): three more.
+    program.trace.operator_starts_ns = [second.queued_ns - 400, second.queued_ns - 300, second.queued_ns - 200,
+                                        second.queued_ns - 100]
+    program.wait("orDeviceSynchronize", stream=0)
+    timeline = replay(program.trace, H100)
+    host = H100.host
+    assert by_correlation(timeline)[second.correlation].start_s == pytest.approx(host.launch_s + 3 * host.operator_s)
+    (wait,) = timeline.waits
+    assert wait.end_s == pytest.approx(max(wait.start_s, timeline.items[-1].end_s) + host.synchronize_s)
+
+
+def test_the_default_prediction_does_not_depend_on_this_machines_timing():
+    """The same program, its host 100 times slower here (a busy machine), predicts the same."""
+    def program_with_gaps(gap_ns: int) -> Trace:
+        program = Program()
+        for n in (64, 512, 64, 2048):
+            program.kernel(mm(n), gap_ns=gap_ns)
+            program.trace.operator_starts_ns.append(program.now - gap_ns // 2)
+        program.wait("orDeviceSynchronize", stream=0, took_ns=gap_ns * 7)
+        program.kernel(mm(64), gap_ns=gap_ns)
+        return program.trace
+
+    fast, slow = replay(program_with_gaps(2_000), H100), replay(program_with_gaps(200_000), H100)
+    assert fast.total_s == slow.total_s
+    assert replay(program_with_gaps(2_000), H100, host="this-machine").total_s < \
+        replay(program_with_gaps(200_000), H100, host="this-machine").total_s
+
+
+def test_an_unknown_host_model_is_refused():
+    with pytest.raises(ValueError, match="profile, this-machine, launches"):
+        replay(Trace(), H100, host="measured")
+
+
+def test_the_host_as_measured_here_keeps_its_own_time_but_not_the_instruments():
     program = Program()
     program.kernel(mm(64))
     second = program.kernel(mm(64), gap_ns=2 * MS)  # the host spent 2 ms in between (its Python)
-    items = by_correlation(replay(program.trace, H100))
+    items = by_correlation(replay(program.trace, H100, host="this-machine"))
     assert items[second.correlation].start_s == pytest.approx(2e-3)
     # The same gap, during which 1000 operators were recorded at 1 us each: 1 ms of it was the profiler's.
     program.trace.operator_starts_ns = list(range(program.now - 1000 * 1000, program.now, 1000))
     program.trace.recording_cost_per_operator_s = 1e-6
-    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(1e-3, rel=1e-3)
+    assert by_correlation(replay(program.trace, H100, host="this-machine"))[second.correlation].start_s == \
+        pytest.approx(1e-3, rel=1e-3)
     # And two memory samples of 0.2 ms each in it (memory.py): 0.6 ms left of the host's own.
     program.trace.host_pauses_ns = [(program.now - 1500 * 1000, program.now - 1300 * 1000),
                                     (program.now - 500 * 1000, program.now - 300 * 1000)]
-    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(6e-4, rel=1e-3)
+    assert by_correlation(replay(program.trace, H100, host="this-machine"))[second.correlation].start_s == \
+        pytest.approx(6e-4, rel=1e-3)
     # Two threads' samples overlapping by 0.1 ms, and one under way when the gap begins: each instant
     # of the gap is taken out once, and only its part inside the gap.
     program.trace.host_pauses_ns = [(program.now - 1500 * 1000, program.now - 1300 * 1000),
                                     (program.now - 1400 * 1000, program.now - 1200 * 1000),
                                     (program.now - 2100 * 1000, program.now - 1900 * 1000)]
-    assert by_correlation(replay(program.trace, H100))[second.correlation].start_s == pytest.approx(6e-4, rel=1e-3)
+    assert by_correlation(replay(program.trace, H100, host="this-machine"))[second.correlation].start_s == \
+        pytest.approx(6e-4, rel=1e-3)
 
 
 def test_every_launch_costs_the_host_at_least_the_profiles_launch_overhead():
     program = Program()
     kernels = [program.kernel(OpCall("aten::relu", [[4]], [F32]), gap_ns=10) for _ in range(5)]
-    items = by_correlation(replay(program.trace, H100))
-    host = 4 * H100.chip.launch_overhead_s  # the fifth launch, 10 ns apart as measured
+    items = by_correlation(replay(program.trace, H100, host="this-machine"))
+    host = 4 * H100.host.launch_s  # the fifth launch, 10 ns apart as measured
     device = sum(items[k.correlation].seconds for k in kernels[:-1])
     assert items[kernels[-1].correlation].start_s == pytest.approx(max(host, device))
     assert items[kernels[-1].correlation].start_s >= host
@@ -198,3 +241,17 @@ def test_fp8_work_on_a_chip_without_fp8_runs_and_is_measured_at_its_fp32_rate():
     report = region_report(timeline, a100, {})
     assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * a100.peak.fp32_flops_per_s))
     assert 0 < report.model_flop_utilisation < 1
+
+
+def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
+    """An FP32 product on TF32 units is measured against the TF32 peak, never the FP32 one (which
+    would put utilisation over 100 %)."""
+    program = Program()
+    program.kernel(mm(8192))
+    program.trace.tf32_matmul = True
+    timeline = replay(program.trace, H100)
+    report = region_report(timeline, H100, {})
+    (item,) = timeline.items
+    assert item.precision == "tf32"
+    assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * H100.peak.tf32_flops_per_s))
+    assert report.model_flop_utilisation < 1
