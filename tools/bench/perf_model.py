@@ -56,7 +56,7 @@ if find_spec("openreg_perf") is None:  # running from a source tree without the 
     sys.path.insert(0, str(REPO / "packages" / "openreg-perf"))
 
 from openreg_perf import fit  # noqa: E402
-from openreg_perf.profile import bundled_path, list_profiles, load_profile  # noqa: E402
+from openreg_perf.profile import list_profiles, load_profile  # noqa: E402
 
 CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "elementwise", "norm", "collectives", "links", "launch", "overall")
 TARGET_MAPE = {"collectives": 0.15}  # held out; every other class: DEFAULT_TARGET_MAPE
@@ -169,18 +169,35 @@ def _time(seconds: float) -> str:
 _ASSIGNMENT = re.compile(r"^(?P<key>\w+)(?P<equals>\s*=\s*)(?P<value>[^#\n]*?)(?P<rest>\s*(#.*)?)$")
 
 
+SOURCE_PROFILES = REPO / "packages" / "openreg-perf" / "openreg_perf" / "profiles"
+
+
 def write_profiles(table: CalibrationTable) -> None:
-    """Put the fitted values into the [efficiency] and [collectives] sections of each bundled profile
-    whose chip has rows, with its [provenance], leaving every other line (and comment) as it is; the
-    device-independent values into profiles/_defaults.toml."""
+    """Into the source tree's profiles: the fitted values into the [efficiency] and [collectives]
+    sections of each profile that has them or whose chip has rows (added where a datasheet-only
+    profile has none; the device-independent values where its chip has no rows of a class), with its
+    [provenance], leaving every other line (and comment) as it is; the device-independent values into
+    _defaults.toml."""
     full, cases = table.full_fit, [row.case for row in table.rows]
     for name in list_profiles():
-        profile = load_profile(name)
-        if name not in full.per_device or "efficiency" in profile.defaulted:
-            continue
-        _write_values(Path(profile.path), fit.profile_parameters(full, name),
-                      fit.provenance(full, cases, name))
-    _write_values(bundled_path("_defaults"), fit.profile_parameters(full, ""), None)
+        path = SOURCE_PROFILES / f"{name}.toml"
+        own_sections = "efficiency" not in load_profile(path).defaulted
+        if name == "host" or not (own_sections or name in full.per_device):
+            continue  # the host is measured (calibrate-host); a datasheet-only chip takes the defaults
+        if not own_sections:
+            _add_fitted_sections(path)
+        _write_values(path, fit.profile_parameters(full, name), fit.provenance(full, cases, name))
+    defaults = SOURCE_PROFILES / "_defaults.toml"
+    _write_values(defaults, fit.profile_parameters(full, ""), None)
+    _write_held_out_errors(defaults, table)
+
+
+def _add_fitted_sections(path: Path) -> None:
+    """A datasheet-only profile whose chip now has rows: [efficiency] and [collectives] as the defaults
+    have them (the fitted values go in next), and an empty [provenance]."""
+    sections = (SOURCE_PROFILES / "_defaults.toml").read_text().split("\n[efficiency]")[1]
+    sections = sections.split("\n[held_out_error]")[0].replace("device-independent", "this chip's")
+    path.write_text(path.read_text().rstrip() + "\n\n[efficiency]" + sections.rstrip() + "\n\n[provenance]\n")
 
 
 def _write_values(path: Path, values: dict, provenance: dict | None) -> None:
@@ -198,6 +215,17 @@ def _write_values(path: Path, values: dict, provenance: dict | None) -> None:
         lines += [f'{name} = "{text}"' for name, text in provenance.items()]
     path.write_text("\n".join(lines).rstrip() + "\n")
     print(f"wrote {path}")
+
+
+def _write_held_out_errors(path: Path, table: CalibrationTable) -> None:
+    """The held-out error per kernel class, which every report states next to its prediction
+    (report.expected_error): [held_out_error] class = [mean absolute error, signed bias]."""
+    text = path.read_text().split("\n[held_out_error]")[0].rstrip()
+    lines = ["", "[held_out_error]  # written by tools/bench/perf_model.py --write-profiles: leave-one-device-out, "
+             "[mean absolute error, signed bias]"]
+    lines += [f"{summary.name} = [{summary.model_mape:.4f}, {summary.model_bias:+.4f}]"
+              for summary in table.classes.values() if summary.name not in ("launch", "overall")]
+    path.write_text(text + "\n" + "\n".join(lines) + "\n")
 
 
 # ------------------------------------------------------------------------------------- host check

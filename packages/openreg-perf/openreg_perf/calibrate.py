@@ -10,6 +10,7 @@ import datetime
 import math
 import os
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,18 @@ def device_seconds(fn: Callable[[], None], repeats: int = 5, inner: int = 1) -> 
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3 / inner)
     return statistics.median(samples)
+
+
+def host_seconds(fn: Callable[[], object], calls: int = 200) -> float:
+    """The host's time per fn() call (best of five batches): what the [host] section prices."""
+    fn()
+    best = math.inf
+    for _ in range(5):
+        begin = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - begin) / calls)
+    return best
 
 
 TILE = 64  # the host profile's matrix tile (a cache-blocked CPU GEMM's block), from the template
@@ -77,6 +90,8 @@ def measure() -> dict[str, float]:
     measured are not those the host check compares (tools/bench/perf_model.py)."""
     tiny = torch.zeros(1, device="openreg")
     launch = device_seconds(lambda: torch.neg(tiny), inner=200)
+    host_launch, host_operator = host_seconds(lambda: torch.neg(tiny)), host_seconds(lambda: tiny.view(1))
+    host_synchronize = host_seconds(torch.openreg.synchronize)
     # Memory: an in-place add (reads two tensors, writes one) at two sizes gives the rate and the
     # size at which half of it is reached (the model's memory_half_bytes).
     small, large = 256 << 10, 2 << 20
@@ -97,6 +112,7 @@ def measure() -> dict[str, float]:
         "vector_flops_per_s": vector, "bf16_flops_per_s": _matrix_fit(torch.bfloat16, launch)[0],
         "fp16_flops_per_s": _matrix_fit(torch.float16, launch, (128, 256))[0],
         "launch_overhead_s": launch, "bandwidth_bytes_per_s": bandwidth, "memory_half_bytes": half_bytes,
+        "host_launch_s": host_launch, "host_operator_s": host_operator, "host_synchronize_s": host_synchronize,
         "matrix_half_depth": half_depth, "matrix_setup_s": setup,
         "host_pinned_bytes_per_s": _copy_rate(pinned, "openreg", non_blocking=True),
         "host_pageable_bytes_per_s": _copy_rate(host, "openreg", non_blocking=False),
@@ -139,15 +155,19 @@ bf16_flops_per_s = {figures['bf16_flops_per_s']:.4g}  # measured: 256^3 and 512^
 fp16_flops_per_s = {figures['fp16_flops_per_s']:.4g}  # measured: 128^3 and 256^3 matmuls
 fp8_flops_per_s = 0  # no FP8 matmul: computed in FP32
 int8_ops_per_s = 0  # no INT8 matmul: computed in FP32
+special_functions_per_s = {template.peak.special_functions_per_s:.4g}  # from the template: not measured
 
 [chip]
 compute_units = {os.cpu_count()}  # cores
 clock_hz = {_cpu_clock_hz():.4g}  # /proc/cpuinfo
+sustained_clock_hz = {_cpu_clock_hz():.4g}  # as clock_hz: the rates above are measured under load
 l2_bytes = {int(template.chip.l2_bytes)}  # from the template
-launch_overhead_s = {figures['launch_overhead_s']:.4g}  # measured: back-to-back one-element neg
-kernel_floor_s = {figures['launch_overhead_s']:.4g}  # as a launch: the simulator's stream worker takes each in turn
-matrix_tile_m = {TILE}  # assumption: a cache-blocked CPU GEMM's blocks
-matrix_tile_n = {TILE}
+kernel_floor_s = {figures['launch_overhead_s']:.4g}  # measured: back-to-back one-element neg (the stream worker's)
+
+[matrix]
+simt_tiles = [[{TILE}, {TILE}]]  # assumption: a cache-blocked CPU GEMM's blocks
+tensor_tiles = [[{TILE}, {TILE}]]  # (no matrix units: the same blocks)
+max_split_k = 1  # the CPU GEMM does not split the reduction across cores
 
 [memory]
 capacity_bytes = {figures['capacity_bytes']}  # the simulated device's capacity (OPENREG_DEVICE_MEMORY)
@@ -157,19 +177,36 @@ bandwidth_bytes_per_s = {figures['bandwidth_bytes_per_s']:.4g}  # measured: add_
 host_pinned_bytes_per_s = {figures['host_pinned_bytes_per_s']:.4g}  # measured: 32 MiB from pinned memory
 host_pageable_bytes_per_s = {figures['host_pageable_bytes_per_s']:.4g}  # measured: 32 MiB from pageable memory
 host_latency_s = {figures['launch_overhead_s']:.4g}  # as a launch
-devices_per_node = {links.devices_per_node}
-device_link_topology = "{links.device_link_topology}"
+devices_per_node = {links.devices_per_node}  # OPENREG_DEVICE_COUNT's default
+device_link_topology = "{links.device_link_topology}"  # simulated devices share this machine's memory
 device_link_bytes_per_s = {link:.4g}  # measured: 32 MiB from openreg:0 to openreg:1
 device_link_latency_s = {figures['launch_overhead_s']:.4g}  # as a launch
 network_bytes_per_s = {links.network_bytes_per_s:.4g}  # template: not measured
 network_latency_s = {links.network_latency_s:.4g}  # template: not measured
-switch_reduction = false
+switch_reduction = false  # no switch: a copy through memory
+
+[host]  # this machine's Python driving the simulator
+launch_s = {figures['host_launch_s']:.4g}  # measured: one-element neg called back to back, host time each
+operator_s = {figures['host_operator_s']:.4g}  # measured: a view (an operator that launches nothing)
+synchronize_s = {figures['host_synchronize_s']:.4g}  # measured: synchronize() of an idle device
 
 [efficiency]  # the rates above are what kernels reach: fractions of 1
-matrix_fraction = 1.0
+gemm_fp32_fraction = 1.0
+gemm_tf32_fraction = 1.0
+gemm_16bit_fraction = 1.0
+gemm_8bit_fraction = 1.0
+conv_forward_factor = 1.0
+conv_input_grad_factor = 1.0
+conv_weight_grad_factor = 1.0
+attention_forward_factor = 1.0
+attention_backward_factor = 1.0
 matrix_half_depth = {figures['matrix_half_depth']:.4g}  # measured: the two matmul sizes
 matrix_setup_s = {figures['matrix_setup_s']:.4g}  # measured: a 64^3 matmul beyond its launch and FLOPs
-memory_fraction = 1.0
+matrix_tile_overhead = 0.0001  # one block size: no choice between tiles to weigh
+vector_fraction = 1.0
+elementwise_memory_fraction = 1.0
+reduction_memory_fraction = 1.0
+norm_memory_fraction = 1.0
 memory_half_bytes = {figures['memory_half_bytes']:.4g}  # measured: the same two add_ sizes
 copy_fraction = 1.0
 
@@ -180,6 +217,12 @@ low_latency_step_s = {collectives.low_latency_step_s:.4g}
 low_latency_fraction = {collectives.low_latency_fraction:.4g}
 switch_setup_s = {collectives.switch_setup_s:.4g}
 switch_fraction = {collectives.switch_fraction:.4g}
+
+[provenance]
+gemm_fp32 = "measured here: 256^3 and 512^3 matmuls (calibrate-host)"
+gemm_16bit = "measured here: 256^3 and 512^3 matmuls (calibrate-host)"
+elementwise = "measured here: add_ of two sizes (calibrate-host)"
+collectives = "template: not measured"
 """
 
 

@@ -29,5 +29,5 @@ def perf_bench():
 
 @pytest.fixture(scope="session")
 def calibration(perf_bench):
-    """The calibration table, computed once (a few seconds: one fit per held-out device)."""
+    """The calibration table, computed once (about a minute: one fit per held-out device, 14 in all)."""
     return perf_bench.calibration_table()

@@ -16,7 +16,7 @@ from openreg_perf.model import (
     matrix_kernel,
     roofline_seconds,
 )
-from openreg_perf.profile import Matrix, list_profiles, load_profile
+from openreg_perf.profile import Matrix, held_out_errors, list_profiles, load_profile
 
 H100 = load_profile("h100-sxm")
 A100 = load_profile("a100-sxm-80gb")
@@ -58,7 +58,7 @@ def _one_tile(profile, tile=(128, 128), max_split_k=1):
 def test_a_gemm_one_tile_row_past_a_full_wave_takes_two_waves():
     """12 x 11 = 132 tiles fill H100's 132 SMs once; 13 x 11 = 143 take two waves, as long as 24 x 11."""
     h100 = _one_tile(H100)
-    seconds = [kernel_seconds(mm(rows * 128, 4096, 11 * 128), None, h100) for rows in (12, 13, 24)]
+    seconds = [kernel_seconds(mm(rows * 128, 16384, 11 * 128), None, h100) for rows in (12, 13, 24)]
     assert all(prediction.bound == "compute" for prediction in seconds)
     one_wave, one_more_row, two_waves = (prediction.seconds for prediction in seconds)
     assert one_more_row == pytest.approx(two_waves, rel=0.01)
@@ -245,39 +245,61 @@ def test_an_unknown_collective_is_refused():
 
 
 # ------------------------------------------------------------------------------------- calibration
+# The calibration fixture is tools/bench/perf_model.py's table: every published row predicted by a fit
+# that never saw its device (leave one device out), per kernel class.
 
-TARGETS_MET = ["compute", "memory", "launch", "links"]
+TARGETS_MET = ["gemm_tensor", "elementwise", "links"]
 
 
 @pytest.mark.parametrize("name", TARGETS_MET)
-def test_calibration_targets_are_met(calibration, perf_bench, name):
-    """At most 15 % mean absolute error per class, and at least 2x better than the datasheet roofline."""
-    summary = calibration.classes[name]
-    assert summary.model_mape <= perf_bench.TARGET_MAPE
-    assert summary.roofline_mape >= perf_bench.TARGET_RATIO * summary.model_mape
+def test_calibration_targets_are_met_held_out(calibration, name):
+    """At most 12 % mean absolute error held out, bias within 5 %, 2.5x better than the roofline."""
+    assert calibration.classes[name].met, calibration.classes[name]
 
 
-def test_collectives_held_out_keep_the_error_they_have(calibration):
-    # The 15 % target is not met for collectives held out one device at a time (30 % when this was
-    # written): the NCCL latencies of one generation and harness (A100, nccl-tests -g 8) do not predict
-    # another's (H200, NCCL 2.27 under torch.distributed), see fit.py. This keeps it from getting worse.
-    assert calibration.classes["collectives"].model_mape <= 0.32
+def test_every_report_states_the_benchmarks_held_out_errors(calibration):
+    """profiles/_defaults.toml's [held_out_error] (what each summary quotes) is what the benchmark
+    computes from the shipped rows and code (perf_model.py --write-profiles writes it)."""
+    written = held_out_errors()
+    for name, summary in calibration.classes.items():
+        if name in ("launch", "overall"):
+            continue
+        assert written[name][0] == pytest.approx(summary.model_mape, abs=5e-4), name
+        assert written[name][1] == pytest.approx(summary.model_bias, abs=5e-4), name
 
 
-def test_collectives_are_still_better_than_the_roofline(calibration):
-    summary = calibration.classes["collectives"]
-    assert summary.model_mape < summary.roofline_mape
-    assert summary.fitted_mape <= 0.05  # with every row seen, the model reproduces them
+def test_the_model_beats_the_roofline_where_it_is_not_said_otherwise(calibration):
+    """Convolutions are the exception: cuDNN's Winograd kernels on NeuSight's 3x3 rows do less work than
+    a GEMM of their shape, which one factor per device does not capture (docs/modules/perf.md)."""
+    for name, summary in calibration.classes.items():
+        if name != "conv":
+            assert summary.model_mape < summary.roofline_mape, name
 
 
 def test_the_fit_is_deterministic(calibration, perf_bench):
-    again = fit.fit(fit.cases_of(fit.read_rows(perf_bench.CALIBRATION_CSV)))
-    assert again == calibration.full_fit
+    cases, _ = perf_bench.calibration_cases()
+    assert fit.fit(cases) == calibration.full_fit
 
 
-@pytest.mark.parametrize("name", list_profiles())
+def test_every_calibration_row_names_a_profiled_chip(calibration):
+    assert calibration.left_out == []
+
+
+def test_calibration_takes_any_hardware_name(tmp_path):
+    """A vendor's row for a chip it has just profiled: the row's hardware names it, and the fit finds it
+    by the profile's hardware_names, not by a list in fit.py."""
+    assert fit.chip_of("Tesla T4 (our lab)") == "t4"
+    assert fit.chip_of("an accelerator nobody profiled") is None
+    rows = [{"workload": "GEMM torch.matmul", "config": "M=64 K=12288 N=12288", "precision": "FP16",
+             "hardware": "Acme X1", "metric": "latency", "value": "0.2", "unit": "ms", "source": "ours"}]
+    cases, unknown = fit.cases_of(rows)
+    assert cases == [] and unknown == ["Acme X1"]
+
+
+@pytest.mark.parametrize("name", [name for name in list_profiles() if name != "host"])
 def test_bundled_profiles_carry_the_fitted_parameters(calibration, name):
-    """The [efficiency] and [collectives] values are the fit's (tools/bench/perf_model.py --write-profiles)."""
+    """The [efficiency] and [collectives] values are the fit's (tools/bench/perf_model.py
+    --write-profiles): the chip's own where its rows fitted them, the device-independent ones otherwise."""
     profile = load_profile(name)
     for key, value in fit.profile_parameters(calibration.full_fit, name).items():
         section = profile.efficiency if hasattr(profile.efficiency, key) else profile.collectives

@@ -188,3 +188,19 @@ def test_unknown_profile_name_is_refused():
 
 def test_profile_error_is_a_value_error():
     assert issubclass(ProfileError, ValueError)
+
+
+def test_the_host_calibration_writes_a_profile_that_loads(tmp_path):
+    """calibrate-host's text (openreg_perf/calibrate.py) in the current format, from figures of the
+    kind measure() returns."""
+    from openreg_perf.calibrate import host_profile_text
+
+    figures = dict.fromkeys(("fp64_flops_per_s", "fp32_flops_per_s", "vector_flops_per_s", "bf16_flops_per_s",
+                             "fp16_flops_per_s", "bandwidth_bytes_per_s", "host_pinned_bytes_per_s",
+                             "host_pageable_bytes_per_s"), 1e10)
+    figures.update(launch_overhead_s=5e-6, memory_half_bytes=1e5, matrix_half_depth=10.0, matrix_setup_s=1e-6,
+                   host_launch_s=6e-6, host_operator_s=1e-6, host_synchronize_s=4e-6, capacity_bytes=1 << 30)
+    path = tmp_path / "host.toml"
+    path.write_text(host_profile_text(figures))
+    profile = load_profile(path)
+    assert profile.defaulted == () and profile.host.launch_s == 6e-6 and profile.matrix.simt_tiles == ((64, 64),)
