@@ -62,6 +62,8 @@ def scrub(text: str, workdir: str) -> str:
 def snippet_environment(settings: list[str]) -> dict:
     env = {name: value for name, value in os.environ.items() if not name.startswith(CLEARED_PREFIXES)}
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave as they would in a terminal
+    # Where a snippet finds the repository's data files (a reader runs it from the repository's root).
+    env["OPENREG_REPOSITORY"] = str(ROOT)
     for setting in settings:
         name, _, value = setting.partition("=")
         env[name] = value
