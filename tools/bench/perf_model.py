@@ -4,16 +4,18 @@
 Accuracy, held out: every published row (tools/bench/perf_calibration.csv: A100 GEMM and memory-bound
 kernels, the best matmul throughputs of eight accelerators, NCCL all_reduce on A100, H200 and MI300X
 nodes, two copies; tools/bench/neusight_sample.csv.gz: NeuSight's FP32 GEMM, batched GEMM,
-convolution, elementwise, softmax and LayerNorm latencies on P4, P100, V100, T4 and A100 PCIe) is
-predicted leave-one-device-out: by a fit that saw no row of its device, which knows that device only
+convolution, elementwise, softmax and LayerNorm latencies on P4, P100, V100, T4 and A100 PCIe;
+tools/bench/measured: this project's own runs of gpu_calibration.py on an H100, its matrix products in
+four precisions and its elementwise, reduction, softmax and LayerNorm kernels) is predicted
+leave-one-device-out: by a fit that saw no row of its device, which knows that device only
 by its datasheet profile. Per kernel class (GEMM FP32, GEMM on matrix units, convolution, elementwise,
 softmax/norm, collectives, links) it prints the mean absolute percentage error, the median, the signed
 mean bias (positive: predicted too slow), the datasheet roofline's error on the same rows (max(FLOPs /
 peak, bytes / bandwidth), no launch cost, no efficiency), the ratio roofline / model, whether the
 targets are met (held out: at most 12 % per class, 15 % for collectives, bias within 5 %, at least
 2.5x better than the roofline), and in a separate column the in-sample error (the fit on every row),
-which is not accuracy. Host-bound rows (under 20 us published, or NeuSight rows near their rig's
-floor) measure the host and form the class "launch", not fitted. How each row becomes a prediction,
+which is not accuracy. Rows published under 20 us form the class "launch"; those of them near their
+rig's floor (NeuSight's, and the H100 runs' eager ones) measure the host and are not fitted. How each row becomes a prediction,
 and which parameters are fitted to what: openreg_perf/fit.py. The fit is deterministic; the run
 takes a minute and needs no openreg device.
 
@@ -52,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # torch_ops, for the host check
 CALIBRATION_CSV = REPO / "tools" / "bench" / "perf_calibration.csv"
 NEUSIGHT_SAMPLE = REPO / "tools" / "bench" / "neusight_sample.csv.gz"
+MEASURED = REPO / "tools" / "bench" / "measured"  # gpu_calibration.py's runs on a borrowed GPU
 if find_spec("openreg_perf") is None:  # running from a source tree without the package installed
     sys.path.insert(0, str(REPO / "packages" / "openreg-perf"))
 
@@ -99,10 +102,12 @@ class CalibrationTable:
 
 # ------------------------------------------------------------------------------------- calibration
 
-def calibration_cases(calibration: Path = CALIBRATION_CSV, neusight: Path = NEUSIGHT_SAMPLE):
+def calibration_cases(calibration: Path = CALIBRATION_CSV, neusight: Path = NEUSIGHT_SAMPLE,
+                      measured: Path = MEASURED):
     published, unknown = fit.cases_of(fit.read_rows(calibration))
     kernels, unknown_kernels = fit.neusight_cases(fit.read_neusight(neusight))
-    return published + kernels, unknown + unknown_kernels
+    ours = fit.measured_cases([row for path in sorted(measured.glob("*.csv")) for row in fit.read_rows(path)])
+    return published + kernels + ours, unknown + unknown_kernels
 
 
 def calibration_table(calibration: Path = CALIBRATION_CSV, neusight: Path = NEUSIGHT_SAMPLE) -> CalibrationTable:

@@ -39,6 +39,7 @@ class Work:
     measured_ns: tuple[int, int]  # when it ran on the simulator
     op: OpCall | None = None  # the operator that queued it, if one was recorded (equal calls: one OpCall)
     waits_for: int = 0  # stream_wait: the correlation id of the event record it waits for
+    call: int = 0  # which call of op queued it (the recording's operator id): one per call, unlike op
 
 
 @dataclass
@@ -140,7 +141,8 @@ def _fill(trace: Trace, records, operators: dict) -> None:
             launch = launches[r.correlation_id]
             op = _op_call(operators.get(launch.external_correlation_id), calls)
             trace.work.append(Work(r.correlation_id, r.kind, r.name, r.device, r.stream, launch.start_ns,
-                                   (r.start_ns, r.end_ns), op, r.waited_for_correlation_id))
+                                   (r.start_ns, r.end_ns), op, r.waited_for_correlation_id,
+                                   launch.external_correlation_id))
         elif r.kind == "synchronize" and start <= r.start_ns <= end:
             trace.waits.append(HostWait(r.name, r.device, r.stream, (r.start_ns, r.end_ns),
                                         r.waited_for_correlation_id))

@@ -129,6 +129,7 @@ class _Args:
     """Positional view of a call: tensor or list of tensors or value at each argument position."""
 
     def __init__(self, call: OpCall):
+        self.name = call.name.removeprefix("aten::")
         self.shapes = list(call.shapes)
         self.dtypes = list(call.dtypes)
         self.values = list(call.concrete_inputs) + [None] * (len(self.shapes) - len(call.concrete_inputs))
@@ -655,6 +656,56 @@ def _index_add(name: str, args: _Args) -> Cost:
     return _cost("index", source.numel, read, written, target)
 
 
+# ------------------------------------------------------------------------------------------ pooling
+
+def _pool_output(source: Tensor, args: _Args, kernel_at: int) -> tuple[tuple[int, ...], int]:
+    """Output shape and window size of max_pool2d / avg_pool2d (self, kernel_size, stride, padding,
+    [dilation,] ceil_mode ...): PyTorch's formula, stride defaulting to the kernel."""
+    spatial = len(source.shape) - 2 if len(source.shape) == 4 else len(source.shape) - 1
+    kernel = _per_dim(args.value(kernel_at), spatial, 1)
+    stride = _per_dim(args.value(kernel_at + 1) or list(kernel), spatial, 1)
+    padding = _per_dim(args.value(kernel_at + 2), spatial, 0)
+    dilation = _per_dim(args.value(kernel_at + 3), spatial, 1) if "max" in args.name else (1,) * spatial
+    ceil = bool(args.value(kernel_at + 4 if "max" in args.name else kernel_at + 3))
+    rounding = math.ceil if ceil else math.floor
+    out = tuple(rounding((size + 2 * p - d * (k - 1) - 1) / st) + 1 for size, k, st, p, d in
+                zip(source.shape[-spatial:], kernel, stride, padding, dilation, strict=True))
+    return (*source.shape[:-spatial], *out), math.prod(kernel)
+
+
+def _pool(name: str, args: _Args) -> Cost:
+    """max_pool2d_with_indices / avg_pool2d: read the input once, one comparison or addition per window
+    element; write the output (and max pooling's int64 indices)."""
+    source = args.tensor(0)
+    shape, window = _pool_output(source, args, 1)
+    out = Tensor(shape, source.dtype)
+    written = out.nbytes + (out.numel * element_size("long int") if "max" in name else 0)
+    return _cost("reduction", out.numel * window, source.nbytes, written, source)
+
+
+def _pool_backward(name: str, args: _Args) -> Cost:
+    """max_pool2d_with_indices_backward (grad_output, self, ..., indices) / avg_pool2d_backward
+    (grad_output, self, ...): write a gradient of self's size, reading grad_output (and the indices)."""
+    grad, source = args.tensor(0), args.tensor(1)
+    indices = args.tensor(len(args) - 1) if "max" in name else None
+    read = grad.nbytes + (indices.nbytes if indices is not None else 0)
+    return _cost("reduction", grad.numel, read, source.numel * element_size(grad.dtype), grad)
+
+
+def _adaptive_average(name: str, args: _Args) -> Cost:
+    """_adaptive_avg_pool2d (self, output_size): each output the mean of its window of the input."""
+    source = args.tensor(0)
+    size = list(args.value(1, [1, 1]))
+    out = Tensor((*source.shape[: len(source.shape) - len(size)], *size), source.dtype)
+    return _cost("reduction", source.numel, source.nbytes, out.nbytes, source)
+
+
+def _adaptive_average_backward(name: str, args: _Args) -> Cost:
+    """_adaptive_avg_pool2d_backward (grad_output, self): spread each gradient over its window."""
+    grad, source = args.tensor(0), args.tensor(1)
+    return _cost("reduction", source.numel, grad.nbytes, source.numel * element_size(grad.dtype), grad)
+
+
 # ------------------------------------------------------------------------------------------- copies
 
 def _copy(name: str, args: _Args) -> Cost:
@@ -841,6 +892,10 @@ def _table() -> dict[str, Callable[[str, _Args], Cost]]:
     add(["clone", "contiguous"], _clone)
     add(["_copy_from", "_copy_from_and_resize"], _copy_from)
     add(["cat"], _cat)
+    add(["max_pool2d_with_indices", "max_pool2d", "avg_pool2d"], _pool)
+    add(["max_pool2d_with_indices_backward", "avg_pool2d_backward"], _pool_backward)
+    add(["_adaptive_avg_pool2d", "adaptive_avg_pool2d"], _adaptive_average)
+    add(["_adaptive_avg_pool2d_backward"], _adaptive_average_backward)
     add(["arange"], _arange)
     add(["nll_loss_forward", "nll_loss", "nll_loss2d_forward"], _nll_loss)
     add(["nll_loss_backward", "nll_loss2d_backward"], _nll_loss_backward)

@@ -66,9 +66,9 @@ LAUNCH_BOUND_SECONDS = 20e-6
 HOST_BOUND_FACTOR = 1.5
 NVBANDWIDTH_BYTES = 512 * 2**20  # nvbandwidth's default buffer size
 HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s")
-LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction", "conv_forward_factor",
-                    "vector_fraction", "elementwise_memory_fraction", "norm_memory_fraction", "copy_fraction",
-                    "simple_fraction")
+LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
+                    "conv_forward_factor", "vector_fraction", "elementwise_memory_fraction",
+                    "reduction_memory_fraction", "norm_memory_fraction", "copy_fraction", "simple_fraction")
 # The classes of the accuracy tables (perf_model.py), and which profile provenance entry each informs.
 ERROR_CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "elementwise", "norm", "collectives", "links", "launch")
 _UNITS = {"ms": 1e-3, "us": 1e-6, "TFLOP/s": 1e12, "G elements/s": 1e9, "GB/s": 1e9}
@@ -184,11 +184,13 @@ def _kernel_case(row, device, harness, call: OpCall) -> Case:
     return priced_case(_label(row), device, harness, published, cost)
 
 
-def priced_case(label: str, device: str, harness: str | None, published: float, cost: Cost) -> Case:
+def priced_case(label: str, device: str, harness: str | None, published: float, cost: Cost,
+                dtype: str | None = None) -> Case:
+    """A kernel row: cost predicted in its own precision, or in dtype ("tf32" for an FP32 product)."""
     error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(cost)
     return Case(label, device, error_class, harness, published,
-                lambda profile: kernel_seconds(cost, None, profile).seconds,
-                lambda profile: roofline_seconds(cost, None, profile))
+                lambda profile: kernel_seconds(cost, dtype, profile).seconds,
+                lambda profile: roofline_seconds(cost, dtype, profile))
 
 
 def _kernel_class(cost: Cost) -> str:
@@ -254,6 +256,74 @@ def _copy_case(row, device) -> Case:
 
     return Case(_label(row), device, "links", None, published,
                 lambda profile: copy_seconds(NVBANDWIDTH_BYTES, "h2d" if host else "p2p", True, profile), roofline)
+
+
+# ------------------------------------------------------------------- the project's own measurements
+
+# tools/bench/gpu_calibration.py's kernels: workload -> how a row of N elements becomes an operator call.
+_MEASURED_KERNELS = {
+    "kernel: add (out=)": lambda n, t: OpCall("aten::add", [[n], [n], [], [n]], [t, t, "Scalar", t], [None, None, 1]),
+    "kernel: mul by a scalar": lambda n, t: OpCall("aten::mul", [[n], []], [t, "Scalar"], [None, 2.0]),
+    "kernel: relu": lambda n, t: OpCall("aten::relu", [[n]], [t]),
+    "kernel: exp": lambda n, t: OpCall("aten::exp", [[n]], [t]),
+    "kernel: gelu": lambda n, t: OpCall("aten::gelu", [[n], []], [t, ""]),
+    "kernel: copy (out.copy_)": lambda n, t: OpCall("aten::copy_", [[n], [n]], [t, t]),
+    "kernel: sum (all)": lambda n, t: OpCall("aten::sum", [[n], []], [t, ""]),
+    "kernel: sum over rows of 1024": lambda n, t: OpCall("aten::sum", [[n // 1024, 1024], []], [t, "ScalarList"],
+                                                         [None, [-1]]),
+}
+_MEASURED_DTYPES = {"FP32": "float", "BF16": "c10::BFloat16", "FP16": "c10::Half", "TF32": "float",
+                    "FP8 e4m3": "c10::Float8_e4m3fn"}
+
+
+def measured_cases(rows: list[dict]) -> list[Case]:
+    """Cases of tools/bench/measured's CSVs (gpu_calibration.py on a GPU this project borrowed): matrix
+    products in each precision (TF32: FP32 tensors on TF32 units), and elementwise, reduction, softmax
+    and LayerNorm kernels of N elements. Rows of several runs are averaged. A kernel "graph replay" is
+    timed without the host; "eager back to back" rows near their rig's floor measure the host, as
+    NeuSight's (class "launch", not fitted)."""
+    grouped: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if _measured_cost(row) is not None and row["metric"] == "device time" and chip_of(row["hardware"]):
+            grouped.setdefault((row["workload"], row["config"], row["precision"], row["hardware"]), []).append(row)
+    floors: dict[tuple, float] = {}
+    for (workload, config, precision, hardware), same in grouped.items():
+        if "graph replay" not in config:
+            key = (workload.split(":")[0], hardware)
+            floors[key] = min(floors.get(key, math.inf), _seconds_of(same))
+    cases = []
+    for (workload, config, precision, hardware), same in grouped.items():
+        published = _seconds_of(same)
+        floor = 0.0 if "graph replay" in config else floors[(workload.split(":")[0], hardware)]
+        cost, dtype = _measured_cost(same[0])
+        case = priced_case(_label(same[0]), chip_of(hardware), None, published, cost, dtype)
+        host_bound = published < HOST_BOUND_FACTOR * floor
+        cases.append(replace(case, floor_seconds=floor, host_bound=host_bound,
+                             error_class="launch" if host_bound else case.error_class))
+    return cases
+
+
+def _seconds_of(rows: list[dict]) -> float:
+    return sum(float(row["value"]) * _UNITS[row["unit"]] for row in rows) / len(rows)
+
+
+def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
+    dtype = _MEASURED_DTYPES.get(row["precision"])
+    if dtype is None:
+        return None
+    if row["workload"] in ("GEMM torch.matmul", "GEMM torch._scaled_mm"):
+        call = _mm(row["config"], "M=(\\d+) K=(\\d+) N=(\\d+)", "MKN", dtype)
+        return cost_of(call), "tf32" if row["precision"] == "TF32" else None
+    elements = re.match(r"(\d+) elements", row["config"])
+    if elements is None:
+        return None
+    n = int(elements.group(1))
+    if row["workload"] in _MEASURED_KERNELS:
+        return cost_of(_MEASURED_KERNELS[row["workload"]](n, dtype)), None
+    if row["workload"] in ("kernel: softmax over rows of 1024", "kernel: layer_norm over rows of 1024"):
+        kind = "softmax" if "softmax" in row["workload"] else "ln"
+        return _row_op_cost(kind, [n // 1024, 1024], dtype), None
+    return None
 
 
 # ----------------------------------------------------------------------------- NeuSight's kernel rows
@@ -328,6 +398,7 @@ def _neusight_cost(row: dict) -> Cost:
 # Starting value and bounds of every parameter (the fit searches between the bounds on a log scale).
 PARAMETERS = {
     "gemm_fp32_fraction": (0.8, 0.05, 1.0),
+    "gemm_tf32_fraction": (0.7, 0.05, 1.0),
     "gemm_16bit_fraction": (0.8, 0.05, 1.0),
     "gemm_8bit_fraction": (0.7, 0.05, 1.0),
     "conv_forward_factor": (0.8, 0.05, 4.0),  # above 1: the library's algorithm (Winograd) does less work
@@ -336,6 +407,7 @@ PARAMETERS = {
     "matrix_tile_overhead": (8.0, 0.01, 1e3),
     "vector_fraction": (0.8, 0.05, 1.0),
     "elementwise_memory_fraction": (0.8, 0.05, 1.0),
+    "reduction_memory_fraction": (0.8, 0.05, 1.0),
     "norm_memory_fraction": (0.8, 0.05, 1.0),
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "copy_fraction": (0.85, 0.05, 1.0),
@@ -508,7 +580,9 @@ def profile_parameters(full: Fit, profile_name: str) -> dict[str, float]:
 
 
 # The parameter that carries each provenance class's level, and the error class of the rows that fit it.
-_PROVENANCE = {"gemm_fp32": ("gemm_fp32_fraction", "gemm_fp32"), "gemm_16bit": ("gemm_16bit_fraction", "gemm_tensor"),
+_PROVENANCE = {"gemm_fp32": ("gemm_fp32_fraction", "gemm_fp32"), "gemm_tf32": ("gemm_tf32_fraction", "gemm_tensor"),
+               "gemm_16bit": ("gemm_16bit_fraction", "gemm_tensor"),
+               "reduction": ("reduction_memory_fraction", "elementwise"),
                "gemm_8bit": ("gemm_8bit_fraction", "gemm_tensor"), "conv": ("conv_forward_factor", "conv"),
                "elementwise": ("elementwise_memory_fraction", "elementwise"),
                "norm": ("norm_memory_fraction", "norm"), "copies": ("copy_fraction", "links"),

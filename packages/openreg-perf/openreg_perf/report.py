@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .model import error_class, peak_rate, roofline_seconds
-from .profile import Profile, held_out_errors
+from .profile import PRECISIONS, Profile, held_out_errors
 from .timeline import Predicted, Timeline, merged_intervals
 
 
@@ -34,6 +34,7 @@ class KernelRecord:
     stream: int
     start_s: float  # predicted, from the region's first launch
     known: bool  # False: no cost rule knew the operator, the default (bytes only) was used
+    precision: str = "fp32"  # what it ran in (TF32 for an FP32 product on TF32 units)
 
 
 def kernel_records(timeline: Timeline) -> list[KernelRecord]:
@@ -47,7 +48,7 @@ def kernel_records(timeline: Timeline) -> list[KernelRecord]:
             work.name, op.name if op else "", list(op.shapes) if op else [], list(op.dtypes) if op else [],
             cost.flops if cost else 0.0, cost.bytes if cost else 0.0, item.seconds, item.bound,
             item.achieved_fraction, item.category, work.device, work.stream, item.start_s,
-            cost.known if cost else True))
+            cost.known if cost else True, (item.precision or cost.precision) if cost else "fp32"))
     return records
 
 
@@ -258,34 +259,71 @@ def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title
                          f'{_time(item.seconds)}</title></rect>')
     parts.append(f'<text x="{margin}" y="{timeline_height}" font-size="11">0</text>'
                  f'<text x="{width - 80}" y="{timeline_height}" font-size="11">{_time(total)}</text>')
-    chart_top = timeline_height + 20
+    parts += _legend(10, timeline_height + 8)
+    chart_top = timeline_height + 34
     parts += _roofline_chart(profile, kernels, chart_top, width)
-    height = chart_top + 320
+    height = chart_top + 300
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'font-family="sans-serif">{"".join(parts)}</svg>\n')
 
 
 def _roofline_chart(profile: Profile, kernels: list[KernelRecord], top: int, width: int) -> list[str]:
-    left, size_x, size_y = 80, width - 120, 260
-    peak = max(profile.peak_of(p) for p in ("fp32", "bf16", "fp16", "fp8"))
+    """Achieved FLOP/s against arithmetic intensity, log-log, with labelled axes: one roof per precision
+    the region's kernels ran in (its peak, and the memory bandwidth's slope), each kernel a point."""
+    left, size_x, size_y = 90, width - 130, 260
+    precisions = sorted({record.precision for record in kernels if record.flops > 0}) or ["fp32"]
+    roofs = {precision: _roof_peak(profile, precision) for precision in precisions}
     bandwidth = profile.memory.bandwidth_bytes_per_s
-    x_range, y_range = (-2.0, 4.0), (math.log10(peak) - 6, math.log10(peak) + 0.3)  # log10 FLOP/byte, FLOP/s
+    highest = max(roofs.values())
+    x_range = (-2, 4)  # log10 FLOP/byte
+    y_range = (math.floor(math.log10(highest)) - 5, math.ceil(math.log10(highest) + 0.3))  # log10 FLOP/s
 
     def point(intensity: float, rate: float) -> tuple[float, float]:
         lx = (math.log10(intensity) - x_range[0]) / (x_range[1] - x_range[0])
         ly = (math.log10(rate) - y_range[0]) / (y_range[1] - y_range[0])
         return left + size_x * min(max(lx, 0), 1), top + size_y * (1 - min(max(ly, 0), 1))
 
-    parts = [f'<rect x="{left}" y="{top}" width="{size_x}" height="{size_y}" fill="none" stroke="#999"/>',
-             f'<text x="{left}" y="{top + size_y + 28}" font-size="11">arithmetic intensity (FLOP/byte, '
-             f'10^{x_range[0]:g} to 10^{x_range[1]:g}); achieved FLOP/s (log), roof: peak and bandwidth</text>']
-    roof = [point(10 ** x, min(peak, bandwidth * 10 ** x)) for x in [x_range[0] + i * 0.05 for i in range(121)]]
-    parts.append('<polyline fill="none" stroke="#333" points="' +
-                 " ".join(f"{x:.1f},{y:.1f}" for x, y in roof) + '"/>')
+    parts = [f'<rect x="{left}" y="{top}" width="{size_x}" height="{size_y}" fill="none" stroke="#999"/>']
+    for exponent in range(x_range[0], x_range[1] + 1):  # axis values
+        x, _ = point(10.0 ** exponent, 10.0 ** y_range[0])
+        parts.append(f'<text x="{x:.1f}" y="{top + size_y + 14}" font-size="10" text-anchor="middle">'
+                     f'{10.0 ** exponent:g}</text>')
+    for exponent in range(y_range[0], y_range[1] + 1):
+        _, y = point(1.0, 10.0 ** exponent)
+        parts.append(f'<text x="{left - 6}" y="{y + 3:.1f}" font-size="10" text-anchor="end">'
+                     f'{_si(10.0 ** exponent, "FLOP/s")}</text>')
+    parts.append(f'<text x="{left + size_x / 2}" y="{top + size_y + 30}" font-size="11" text-anchor="middle">'
+                 f'arithmetic intensity (FLOP per byte of memory traffic)</text>')
+    for index, (precision, peak) in enumerate(sorted(roofs.items(), key=lambda item: -item[1])):
+        color = _ROOF_COLORS[index % len(_ROOF_COLORS)]
+        roof = [point(10 ** x, min(peak, bandwidth * 10 ** x)) for x in [x_range[0] + i * 0.05 for i in range(121)]]
+        parts.append(f'<polyline fill="none" stroke="{color}" points="' +
+                     " ".join(f"{x:.1f},{y:.1f}" for x, y in roof) + '"/>')
+        parts.append(f'<text x="{left + size_x - 4}" y="{point(1e4, peak)[1] - 3:.1f}" font-size="10" '
+                     f'text-anchor="end" fill="{color}">{precision}: {_si(peak, "FLOP/s")}</text>')
     for record in kernels:
         if record.flops <= 0 or record.bytes <= 0 or record.seconds <= 0:
             continue
         x, y = point(record.flops / record.bytes, record.flops / record.seconds)
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{_color(record.category, record.bound)}">'
                      f'<title>{html.escape(record.op or record.name)}</title></circle>')
+    return parts
+
+
+_ROOF_COLORS = ("#333333", "#8c564b", "#9467bd", "#17becf")
+
+
+def _roof_peak(profile: Profile, precision: str) -> float:
+    """The peak a roof stands for: a precision's matrix rate (FP32's where the chip lacks the unit)."""
+    return profile.peak_of(precision) if precision in PRECISIONS else profile.peak.fp32_flops_per_s
+
+
+def _legend(x: float, y: float) -> list[str]:
+    """What the colours of the lanes and the points mean."""
+    parts, names = [], (("compute", "compute-bound"), ("memory", "memory-bound"), ("latency", "latency-bound"),
+                        ("collective", "collective"), ("copy", "copy"), ("memset", "memset"))
+    for index, (key, label) in enumerate(names):
+        left = x + index * 120
+        parts.append(f'<rect x="{left}" y="{y}" width="10" height="10" fill="{_COLORS[key]}"/>'
+                     f'<text x="{left + 14}" y="{y + 9}" font-size="10">{label}</text>')
     return parts

@@ -21,6 +21,14 @@ A wait is replayed as a wait: the host resumes when the predicted work it waited
 simulator's did. All host threads are replayed as one, in the order they queued (autograd's device
 thread queues the backward while the thread that called backward() waits for it).
 
+Note [Multi-tensor kernels]
+A _foreach_ operator is one call of a real device's library: CUDA's multi_tensor_apply launches one
+kernel per chunk of up to MULTI_TENSOR_TENSORS[lists] tensors and MULTI_TENSOR_ELEMENTS elements
+(PyTorch's MultiTensorApply.cuh). openreg runs it as a per-tensor loop, and the recording names the
+_foreach_ call for every launch of that loop (torch-openreg's ActivityRecording.cpp). The replay
+prices the call's first launch as the whole operator (its cost over every tensor, plus a kernel floor
+per further chunk) and takes its other launches as part of it: no time, no host launch.
+
 Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
 """
 
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
@@ -85,6 +94,10 @@ class Timeline:
 
 
 HOST_MODELS = ("profile", "this-machine", "launches")
+# CUDA's multi_tensor_apply: tensors per launch by the number of tensor lists, and elements per launch
+# (320 blocks of 65536), Note [Multi-tensor kernels].
+MULTI_TENSOR_TENSORS = {1: 110, 2: 64, 3: 48, 4: 36, 5: 30}
+MULTI_TENSOR_ELEMENTS = 320 * 65536
 
 
 def replay(trace: Trace, profile: Profile, ranks: int = 1, host: str = "profile") -> Timeline:
@@ -105,6 +118,7 @@ class _Replay:
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
+        self.multi_tensor_call: Predicted | None = None  # the last kernel, if a _foreach_ call queued it
         self.pauses = merged_intervals(trace.host_pauses_ns)  # threads may pause at once: count each instant once
         self.pause_starts = [start for start, _ in self.pauses]
         self.paused_before = list(itertools.accumulate((end - start for start, end in self.pauses),
@@ -119,6 +133,8 @@ class _Replay:
         host, previous_ns = 0.0, events[0][0] if events else 0
         for measured_ns, _, event in events:
             if isinstance(event, Work):
+                if self._joins_multi_tensor_kernel(event):
+                    continue  # Note [Multi-tensor kernels]
                 if self.timeline.items:
                     host += self._before_launch(previous_ns, measured_ns)
                 self._schedule(event, issued=host)
@@ -130,6 +146,14 @@ class _Replay:
                 host, previous_ns = resumed, event.measured_ns[1]
         # LITERALINCLUDE END: PERF_REPLAY
         return self.timeline
+
+    def _joins_multi_tensor_kernel(self, work: Work) -> bool:
+        """A later launch of the _foreach_ call that made the last kernel: it ends with that kernel."""
+        last = self.multi_tensor_call
+        if last is None or work.call == 0 or work.call != last.work.call:
+            return False
+        self.ended[work.correlation] = last.end_s
+        return True
 
     def _before_launch(self, begin_ns: int, end_ns: int) -> float:
         """The host's time from its previous event to queueing the next piece of work."""
@@ -177,6 +201,7 @@ class _Replay:
         if work.kind == "stream_wait":
             start = max(start, self.ended.get(work.waits_for, 0.0))  # recorded before the region: no wait
         item = self._predict(work, start)
+        self.multi_tensor_call = item if _is_multi_tensor(work) else None
         self.timeline.items.append(item)
         self.stream_free[lane] = item.end_s
         self.ended[work.correlation] = item.end_s
@@ -208,6 +233,8 @@ class _Replay:
         precision = self._precision(cost)
         prediction = kernel_seconds(cost, precision, self.profile)
         seconds = max(prediction.seconds, self.profile.chip.kernel_floor_s)
+        if _is_multi_tensor(work):  # Note [Multi-tensor kernels]: a floor per further chunk
+            seconds += (multi_tensor_launches(work.op) - 1) * self.profile.chip.kernel_floor_s
         return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost, precision
 
     def _precision(self, cost: Cost) -> str | None:
@@ -230,6 +257,20 @@ class _Replay:
         lanes = [end for (device, stream), end in self.stream_free.items()
                  if device == wait.device and (wait.stream == 0 or stream == wait.stream)]
         return max(lanes, default=0.0)
+
+
+def _is_multi_tensor(work: Work) -> bool:
+    return work.op is not None and work.op.name.startswith("aten::_foreach_")
+
+
+def multi_tensor_launches(call) -> int:
+    """How many kernels CUDA's multi_tensor_apply launches for a _foreach_ call."""
+    lists = [shapes for shapes, dtype in zip(call.shapes, call.dtypes, strict=False) if dtype == "TensorList"]
+    if not lists or not lists[0]:
+        return 1
+    tensors, elements = len(lists[0]), sum(math.prod(shape) for shape in lists[0])
+    per_launch = MULTI_TENSOR_TENSORS.get(len(lists), MULTI_TENSOR_TENSORS[5])
+    return max(1, math.ceil(tensors / per_launch), math.ceil(elements / MULTI_TENSOR_ELEMENTS))
 
 
 def merged_intervals(intervals: list[tuple]) -> list[tuple]:

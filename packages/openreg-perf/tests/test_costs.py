@@ -468,3 +468,27 @@ def test_the_operators_a_llama_step_runs_besides_the_matrix_products():
                     [F32, F32, "long int", "", "Scalar", "Scalar", F32], [None, None, None, None, 1, -100, None])
     check(backward, 60, 6 * 8, 60 * 4, "elementwise")
     assert cost("aten::tril", [[4, 4], []], [F32, "Scalar"], [None, 0]).bytes == 2 * 16 * 4
+
+
+# ------------------------------------------------------------------------------------------ pooling
+
+def test_max_pool2d_with_indices_reads_once_and_writes_values_and_indices():
+    """ResNet's stem pooling: 3x3 windows, stride 2, padding 1 on 56x56 -> 28x28."""
+    result = cost("aten::max_pool2d_with_indices", [[8, 64, 56, 56], [], [], [], [], []],
+                  [F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+                  [None, [3, 3], [2, 2], [1, 1], [1, 1], False])
+    out = 8 * 64 * 28 * 28
+    check(result, out * 9, 8 * 64 * 56 * 56 * 4, out * 4 + out * 8, "reduction")
+
+
+def test_max_pool2d_backward_writes_the_inputs_gradient():
+    out, full = [8, 64, 28, 28], [8, 64, 56, 56]
+    result = cost("aten::max_pool2d_with_indices_backward", [out, full, [], [], [], [], [], out],
+                  [F32, F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", LONG],
+                  [None, None, [3, 3], [2, 2], [1, 1], [1, 1], False, None])
+    check(result, 8 * 64 * 28 * 28, 8 * 64 * 28 * 28 * (4 + 8), 8 * 64 * 56 * 56 * 4, "reduction")
+
+
+def test_adaptive_average_pooling_reads_its_input_once():
+    result = cost("aten::_adaptive_avg_pool2d", [[8, 512, 7, 7], []], [F32, "ScalarList"], [None, [1, 1]])
+    check(result, 8 * 512 * 49, 8 * 512 * 49 * 4, 8 * 512 * 4, "reduction")

@@ -255,3 +255,25 @@ def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
     assert item.precision == "tf32"
     assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * H100.peak.tf32_flops_per_s))
     assert report.model_flop_utilisation < 1
+
+
+def test_a_foreach_call_is_one_multi_tensor_kernel():
+    """Note [Multi-tensor kernels]: the per-tensor launches of one _foreach_ call on openreg are priced
+    as CUDA's multi_tensor_apply runs them: the whole operator in its first launch, one kernel floor
+    per further chunk, no host launch for the others. 200 tensors of one list: two chunks of 110."""
+    shapes = [[1024]] * 200
+    call = OpCall("aten::_foreach_mul_", [shapes, []], ["TensorList", "Scalar"], [None, 0.9])
+    program = Program()
+    launches = [program.kernel(call) for _ in range(200)]
+    for work in launches:
+        work.call = 7  # one call of the operator
+    after = program.kernel(mm(64))
+    timeline = replay(program.trace, H100)
+    items = by_correlation(timeline)
+    assert set(items) == {launches[0].correlation, after.correlation}
+    merged = items[launches[0].correlation]
+    alone = kernel_seconds(merged.cost, None, H100).seconds
+    assert merged.seconds == pytest.approx(alone + H100.chip.kernel_floor_s)
+    assert items[after.correlation].start_s == pytest.approx(max(H100.host.launch_s, merged.end_s))
+    (record,) = [r for r in kernel_records(timeline) if r.op == "aten::_foreach_mul_"]
+    assert record.flops == 200 * 1024

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 
@@ -23,6 +24,10 @@ namespace {
 // record names the innermost such call, as a profiler's operator would be.
 // Calls that touch no openreg device cost only the callback's test, and
 // nothing keeps a tensor alive: a record holds sizes, not tensors.
+// A multi-tensor operator (_foreach_*) is one call of a real device's library
+// (CUDA launches a few multi_tensor_apply kernels for it), but openreg runs it
+// as PyTorch's per-tensor loop: the operators inside it are not recorded, so
+// every launch of the loop names the _foreach_ call that made it.
 struct Recording {
   std::mutex mutex;  // everything below: every thread's operators
   bool active = false;
@@ -72,10 +77,20 @@ RecordedArgument describe(const c10::IValue& value) {
   return argument;
 }
 
-// Marks a call whose id was pushed, so that its end pops it.
-struct PushedId final : at::ObserverContext {};
+// Marks a call whose id was pushed, so that its end pops it (and, for a
+// multi-tensor call, leaves it).
+struct PushedId final : at::ObserverContext {
+  bool multiTensor = false;
+};
+
+thread_local int insideMultiTensorCalls = 0;
+
+bool isMultiTensor(const at::RecordFunction& call) {
+  return std::string_view(call.name()).rfind("aten::_foreach_", 0) == 0;
+}
 
 std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& call) {
+  if (insideMultiTensorCalls > 0) return nullptr;
   c10::ArrayRef<const c10::IValue> inputs = call.inputs();
   bool touchesOpenReg = false;
   for (const c10::IValue& input : inputs) touchesOpenReg = touchesOpenReg || isOpenReg(input);
@@ -94,11 +109,16 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
     state.operators.push_back(std::move(record));
   }
   orTracePushExternalCorrelationId(id);
-  return std::make_unique<PushedId>();
+  auto pushed = std::make_unique<PushedId>();
+  pushed->multiTensor = isMultiTensor(call);
+  insideMultiTensorCalls += pushed->multiTensor ? 1 : 0;
+  return pushed;
 }
 
 void onOperatorEnd(const at::RecordFunction& /*call*/, at::ObserverContext* pushed) {
-  if (pushed != nullptr) orTracePopExternalCorrelationId(nullptr);
+  if (pushed == nullptr) return;
+  orTracePopExternalCorrelationId(nullptr);
+  insideMultiTensorCalls -= static_cast<PushedId*>(pushed)->multiTensor ? 1 : 0;
 }
 
 }  // namespace
