@@ -15,9 +15,9 @@ peak, bytes / bandwidth), no launch cost, no efficiency), the ratio roofline / m
 targets are met (held out: at most 12 % per class, 15 % for collectives, bias within 5 %, at least
 2.5x better than the roofline), and in a separate column the in-sample error (the fit on every row),
 which is not accuracy. Rows published under 20 us form the class "launch"; those of them near their
-rig's floor (NeuSight's, and the H100 runs' eager ones) measure the host and are not fitted. How each row becomes a prediction,
-and which parameters are fitted to what: openreg_perf/fit.py. The fit is deterministic; the run
-takes a minute and needs no openreg device.
+rig's floor (NeuSight's, and the H100 runs' eager ones) measure the host and are not fitted. How each
+row becomes a prediction, and which parameters are fitted to what: openreg_perf/fit.py. The fit is
+deterministic; the run takes a minute and needs no openreg device.
 
 --write-profiles writes the parameters fitted on every row into the [efficiency], [collectives] and
 [provenance] sections of the bundled profiles of chips with rows, and the device-independent values

@@ -287,12 +287,12 @@ def measured_cases(rows: list[dict]) -> list[Case]:
         if _measured_cost(row) is not None and row["metric"] == "device time" and chip_of(row["hardware"]):
             grouped.setdefault((row["workload"], row["config"], row["precision"], row["hardware"]), []).append(row)
     floors: dict[tuple, float] = {}
-    for (workload, config, precision, hardware), same in grouped.items():
+    for (workload, config, _, hardware), same in grouped.items():
         if "graph replay" not in config:
             key = (workload.split(":")[0], hardware)
             floors[key] = min(floors.get(key, math.inf), _seconds_of(same))
     cases = []
-    for (workload, config, precision, hardware), same in grouped.items():
+    for (workload, config, _, hardware), same in grouped.items():
         published = _seconds_of(same)
         floor = 0.0 if "graph replay" in config else floors[(workload.split(":")[0], hardware)]
         cost, dtype = _measured_cost(same[0])
