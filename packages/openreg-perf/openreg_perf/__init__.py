@@ -94,6 +94,9 @@ class Run:
         from . import report
 
         text = report.summary(self.profile, self.report, self.kernels, top)
+        if self.trace is not None and not self.trace.complete:
+            text = ("incomplete: the recording dropped records (a warning said how many), so work is "
+                    f"missing from this prediction\n{text}")
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
         return text

@@ -72,6 +72,9 @@ class Trace:
     # torch.backends.cudnn.allow_tf32 (on by default: an FP32 convolution on an NVIDIA GPU is TF32).
     tf32_matmul: bool = False
     tf32_convolution: bool = True
+    # False when the runtime dropped records (its buffer filled faster than it was drained): the
+    # prediction then misses work, and says so.
+    complete: bool = True
 
 
 @contextmanager
@@ -91,6 +94,7 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
         end = openreg_runtime.trace_get_timestamp()  # the recording's own wait at exit comes after this
     trace.region_ns = (start, end)
     trace.operator_starts_ns = recording.operator_starts_ns
+    trace.complete = recording.complete
     with without_cycle_collection():
         _fill(trace, recording.activity, recording.operators)
 

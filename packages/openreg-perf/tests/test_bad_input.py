@@ -91,3 +91,16 @@ def test_printing_a_tensor_in_timing_only_mode_is_explained_as_a_read_of_its_val
                                       "possible in timing-only mode (torch.openreg.set_timing_only(True)): nothing "
                                       "was computed"]
     assert run.partial and "aten::mul" in {kernel.op for kernel in run.kernels}
+
+
+def test_a_prediction_from_a_recording_that_dropped_records_says_it_is_incomplete():
+    """The runtime drops records when its buffer fills faster than it is drained (it warns): a
+    prediction made from such a trace misses work, and its summary says so first."""
+    from openreg_perf.capture import Trace
+
+    run = openreg_perf.Run(openreg_perf.load_profile("h100-sxm"), 1, True)
+    run._finish(Trace(complete=False), {})
+    assert run.summary().startswith("incomplete: the recording dropped records")
+    whole = openreg_perf.Run(openreg_perf.load_profile("h100-sxm"), 1, True)
+    whole._finish(Trace(), {})
+    assert not whole.summary().startswith("incomplete")
