@@ -376,7 +376,48 @@ def print_ddp_at_ranks(timeout: float = 300) -> None:
               f"{_time(host_here):>18}")
 
 
-PARTS = ("calibration", "host", "cost", "7b", "ddp")
+def print_determinism(rounds: int = 3) -> None:
+    """The same training step predicted on h100-sxm with the machine idle and with a busy loop on every
+    core: the default (host="profile") must not move; host="this-machine" shows what it replaced."""
+    import openreg_perf
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256)).to("openreg")
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
+    x = torch.randn(64, 256, device="openreg")
+
+    def step():
+        model(x).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    def predicted(host: str) -> float:
+        with openreg_perf.simulate("h100-sxm", host=host) as run:
+            step()
+        return run.total_time_s
+
+    step()
+    quiet = {host: [predicted(host) for _ in range(rounds)] for host in ("profile", "this-machine")}
+    busy_loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        busy = {host: [predicted(host) for _ in range(rounds)] for host in ("profile", "this-machine")}
+    finally:
+        for process in busy_loops:
+            process.kill()
+            process.wait()
+    print()
+    print(f"Determinism: an MLP's AdamW step predicted on h100-sxm, {rounds} times idle and {rounds} times with "
+          f"{len(busy_loops)} busy loops beside it")
+    for host in ("profile", "this-machine"):
+        anchor = quiet[host][0]
+        spread = max(quiet[host] + busy[host]) / min(quiet[host] + busy[host]) - 1
+        print(f"  host={host!r:<15} idle {_time(anchor)} (anchor), busy {_time(statistics.median(busy[host]))} "
+              f"= {statistics.median(busy[host]) / anchor:.4f}x; largest spread {spread:.2%}")
+
+
+PARTS = ("calibration", "determinism", "host", "cost", "7b", "ddp")
 
 
 def main() -> None:
@@ -394,6 +435,8 @@ def main() -> None:
         print_calibration(table, every_row=arguments.rows)
         if arguments.write_profiles:
             write_profiles(table)
+    if "determinism" in parts:
+        print_determinism()
     if "host" in parts:
         print_host_check(host_check())
     if "cost" in parts:
