@@ -184,6 +184,19 @@ def _check_memory(name):
     return check
 
 
+def _check_memory_fraction():
+    # The cap itself, and its refusals, are tested in test_memory.py.
+    assert openreg.get_per_process_memory_fraction() == openreg.get_per_process_memory_fraction(1) == 1.0
+    openreg.set_per_process_memory_fraction(0.5, "openreg:1")
+    try:
+        assert openreg.get_per_process_memory_fraction(torch.device("openreg", 1)) == 0.5
+        assert openreg.get_per_process_memory_fraction(0) == 1.0
+        assert torch.empty(1000, device="openreg:1").device.index == 1
+    finally:
+        openreg.set_per_process_memory_fraction(1.0, 1)
+    assert openreg.get_per_process_memory_fraction(1) == 1.0
+
+
 def _check_get_device_name():
     assert openreg.get_device_name() == openreg.get_device_name(1) == "OpenReg Simulated Device"
 
@@ -305,6 +318,8 @@ CHECKS = {
     "get_device_name": _check_get_device_name,
     "get_device_properties": _check_get_device_properties,
     "get_fallback_mode": _check_fallback_api, "init": _check_init,
+    "get_per_process_memory_fraction": _check_memory_fraction,
+    "set_per_process_memory_fraction": _check_memory_fraction,
     "is_available": _check_is_available, "is_initialized": _check_is_initialized,
     "reset_fallback_counts": _check_fallback_api, "set_device": _check_set_device,
     "set_fallback_mode": _check_fallback_api, "set_stream": _check_set_stream,

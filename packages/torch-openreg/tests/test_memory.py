@@ -1,5 +1,6 @@
 """The caching device allocator (reuse, splitting, statistics, empty_cache,
-out-of-memory, PYTORCH_NO_OPENREG_MEMORY_CACHING, record_stream) and pinned
+out-of-memory, the per-process memory fraction,
+PYTORCH_NO_OPENREG_MEMORY_CACHING, record_stream) and pinned
 host memory with asynchronous copies."""
 
 from __future__ import annotations
@@ -235,6 +236,71 @@ def test_out_of_memory(python):
     assert facts["after"] == [0, 0]
     assert facts["works_again"] == 7
     assert facts["device1"] == 60 * MiB
+
+
+_FRACTION_SCRIPT = """
+import json, torch
+MiB = 1 << 20
+
+def now():  # every statistic of the moment (the running totals and counters aside)
+    return {k: v for k, v in torch.openreg.memory_stats().items() if k.endswith(".current")}
+
+facts = {"default": torch.openreg.get_per_process_memory_fraction()}
+torch.openreg.set_per_process_memory_fraction(0.25)  # 64 MiB of the 256 MiB device
+facts["fraction"] = [torch.openreg.get_per_process_memory_fraction(),
+                     torch.openreg.get_per_process_memory_fraction("openreg:0"),
+                     torch.openreg.get_per_process_memory_fraction(1)]
+below = torch.empty(40 * MiB, dtype=torch.uint8, device="openreg")
+baseline = now()
+try:
+    torch.empty(40 * MiB, dtype=torch.uint8, device="openreg")  # 80 MiB reserved: past 64
+    facts["raised"] = None
+except Exception as error:
+    facts["raised"] = type(error).__name__
+    facts["is_torch_oom"] = isinstance(error, torch.OutOfMemoryError)
+    facts["message"] = str(error)
+facts["back_to_baseline"] = now() == baseline
+facts["num_ooms"] = torch.openreg.memory_stats()["num_ooms"]
+facts["device1"] = torch.empty(80 * MiB, dtype=torch.uint8, device="openreg:1").numel()  # its own fraction: 1
+del below
+torch.openreg.set_per_process_memory_fraction(1.0)
+big = torch.empty(80 * MiB, dtype=torch.uint8, device="openreg")
+big.copy_(torch.full((80 * MiB,), 7, dtype=torch.uint8))
+facts["big"] = int(big[-1].item())
+facts["fraction_after"] = torch.openreg.get_per_process_memory_fraction()
+print(json.dumps(facts))
+"""
+
+
+def test_per_process_memory_fraction_caps_reserved_memory(python):
+    # As torch.cuda's: past fraction * total memory, a new segment is
+    # refused as out-of-memory, and the statistics are as they were.
+    facts = python.json(_FRACTION_SCRIPT, env={"OPENREG_DEVICE_MEMORY": "256MiB"})
+    assert facts["default"] == 1.0
+    assert facts["fraction"] == [0.25, 0.25, 1.0]
+    assert facts["raised"] == "OutOfMemoryError" and facts["is_torch_oom"]
+    message = facts["message"]
+    assert re.search(r"Tried to allocate 40(\.0+)? MiB", message), message
+    assert re.search(r"memory fraction 0\.25 allows 64(\.0+)? MiB", message), message
+    assert "set_per_process_memory_fraction" in message
+    assert facts["back_to_baseline"]
+    assert facts["num_ooms"] == 1
+    assert facts["device1"] == 80 * MiB
+    assert facts["big"] == 7
+    assert facts["fraction_after"] == 1.0
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5, 1], ids=["negative", "above_one", "not_a_float"])
+def test_invalid_memory_fractions_are_refused_as_by_torch_cuda(fraction, monkeypatch):
+    # torch.cuda's own wrapper checks its arguments before it needs CUDA
+    # (only its lazy initialisation does), so this build can run it.
+    import torch.cuda.memory
+    monkeypatch.setattr(torch.cuda.memory, "_lazy_init", lambda: None)
+    with pytest.raises((TypeError, ValueError)) as cuda:
+        torch.cuda.memory.set_per_process_memory_fraction(fraction, 0)
+    with pytest.raises(type(cuda.value), match=re.escape(str(cuda.value))):
+        torch.openreg.set_per_process_memory_fraction(fraction)
+    assert torch.openreg.get_per_process_memory_fraction() == 1.0
 
 
 def test_caching_can_be_disabled(python):

@@ -214,6 +214,14 @@ void bindModule(py::module_ m) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     deviceAllocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   });
+  m.def("_set_memory_fraction", [](double fraction, int device) {
+    checkDeviceIndex(device);
+    setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_get_memory_fraction", [](int device) {
+    checkDeviceIndex(device);
+    return getMemoryFraction(static_cast<c10::DeviceIndex>(device));
+  });
   m.def("_empty_cache", [] {
     deviceAllocator()->emptyCache({0, 0});
     speedLayer().emptyCache();

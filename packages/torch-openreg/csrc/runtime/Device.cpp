@@ -57,10 +57,12 @@ void checkDeviceIndex(int device) {
   if (device >= 0 && device < count) return;
   // An AcceleratorError (a RuntimeError), as CUDA's invalid device ordinal,
   // so code written for CUDA that catches RuntimeError catches this too.
+  // It opens with the sentence of the upstream reference backend, which
+  // PyTorch's tests for out-of-tree backends match.
   std::string message =
       count == 0 ? c10::str("openreg is not available: ", askedCount().whyNone)
-                 : c10::str("openreg device index ", device,
-                            " is out of range: there are ", static_cast<int>(count),
+                 : c10::str("The device index is out of range. Got openreg device index ", device,
+                            ", but there are ", static_cast<int>(count),
                             " openreg devices (valid indices 0 to ", count - 1,
                             "); set OPENREG_DEVICE_COUNT for more");
   throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},

@@ -14,6 +14,15 @@
 // On out-of-memory, cached free segments are returned to the runtime and
 // the request is retried once before torch.OutOfMemoryError is raised.
 // LITERALINCLUDE END: ALLOCATOR_REUSE_NOTE
+//
+// Note [Per-process memory fraction]
+// torch.openreg.set_per_process_memory_fraction(f) caps the memory the
+// allocator reserves from a device at f times its total, as CUDA's caching
+// allocator does: a new segment that would take the reserved bytes past
+// the cap is treated as the runtime's out-of-memory, so cached segments are
+// given back and the request retried before OutOfMemoryError is raised.
+// The cap is computed when the fraction is set; blocks already reserved
+// stay, and only reserving new segments is refused.
 #include "runtime/DeviceAllocator.h"
 
 #include <c10/core/DeviceGuard.h>
@@ -24,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -152,6 +162,23 @@ class DeviceCache {
     return stats_;
   }
 
+  // Note [Per-process memory fraction]
+  void setMemoryFraction(double fraction) {
+    TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction,
+                      ". Allowed range: 0~1");
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    size_t free = 0, total = 0;
+    OPENREG_CHECK(orMemGetInfo(&free, &total));
+    std::lock_guard<std::mutex> lock(mutex_);
+    fraction_ = fraction;
+    allowedMaximum_ = static_cast<size_t>(fraction * static_cast<double>(total));
+  }
+
+  double memoryFraction() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fraction_.value_or(1.0);
+  }
+
   // Note [Graph memory pools] (graphs/GraphPools.h)
   void beginAllocateToPool(c10::MempoolId_t id, orStream_t stream, bool othersForbidden) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -228,6 +255,17 @@ class DeviceCache {
     return block;
   }
 
+  // orMalloc, refused as out-of-memory (without asking the runtime) when
+  // the segment would take the reserved bytes past the per-process cap
+  // (Note [Per-process memory fraction]).
+  orError_t mallocWithinFraction(void** ptr, size_t segment) {
+    size_t reserved = stats_.reserved_bytes[0].current;
+    // reserved + segment > cap, written so that a huge segment cannot wrap around.
+    bool overCap = segment > allowedMaximum_ || reserved > allowedMaximum_ - segment;
+    if (fraction_ && overCap) return orErrorMemoryAllocation;
+    return orMalloc(ptr, segment);
+  }
+
   // Asks the runtime for a new segment; on out-of-memory gives back every
   // cached segment and tries once more before raising OutOfMemoryError.
   Block* newSegment(PrivatePool* target, bool small, size_t size, orStream_t stream,
@@ -238,12 +276,12 @@ class DeviceCache {
     if (!caching_) segment = size;
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     void* ptr = nullptr;
-    orError_t status = orMalloc(&ptr, segment);
+    orError_t status = mallocWithinFraction(&ptr, segment);
     if (status == orErrorMemoryAllocation && !graphPools_.capturing()) {  // orFree is refused during capture
       ++stats_.num_alloc_retries;
       waitForAllFrees();
       releaseCachedSegments();
-      status = orMalloc(&ptr, segment);
+      status = mallocWithinFraction(&ptr, segment);
     }
     if (status == orErrorMemoryAllocation) {
       ++stats_.num_ooms;
@@ -251,15 +289,19 @@ class DeviceCache {
       orMemGetInfo(&free, &total);
       size_t allocated = stats_.allocated_bytes[0].current;
       size_t reserved = stats_.reserved_bytes[0].current;
+      std::string allowed = fraction_ ? c10::str(" The per-process memory fraction ", *fraction_, " allows ",
+                                                 formatBytes(allowedMaximum_), " of it to be reserved.")
+                                      : std::string();
       lock.unlock();
       TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory. Tried to allocate ",
                        formatBytes(size), ". openreg:", static_cast<int>(device_),
                        " has a total capacity of ", formatBytes(total), " of which ",
-                       formatBytes(free), " is free. Of the memory in use, ",
+                       formatBytes(free), " is free.", allowed, " Of the memory in use, ",
                        formatBytes(allocated), " is allocated by PyTorch, and ",
                        formatBytes(reserved - allocated),
-                       " is reserved by PyTorch but unallocated. Free tensors you no longer "
-                       "need, or raise the capacity with OPENREG_DEVICE_MEMORY.");
+                       " is reserved by PyTorch but unallocated. Free tensors you no longer need, ",
+                       fraction_ ? "raise the fraction with torch.openreg.set_per_process_memory_fraction, " : "",
+                       "or raise the capacity with OPENREG_DEVICE_MEMORY.");
     }
     OPENREG_CHECK(status);
     ++stats_.num_device_alloc;
@@ -427,6 +469,9 @@ class DeviceCache {
   GraphPools graphPools_;
   std::deque<std::pair<RecordedEvent, Block*>> pending_;
   DeviceStats stats_;
+  // Note [Per-process memory fraction]: unset until set_per_process_memory_fraction.
+  std::optional<double> fraction_;
+  size_t allowedMaximum_ = 0;  // bytes: fraction_ times the device's total
 };
 
 void deleteBlock(void* context);
@@ -553,6 +598,12 @@ void endAllocateToPool(c10::DeviceIndex device, orStream_t stream) {
 }
 
 void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) { allocatorInstance.cache(device).releasePool(pool); }
+
+void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  allocatorInstance.cache(device).setMemoryFraction(fraction);
+}
+
+double getMemoryFraction(c10::DeviceIndex device) { return allocatorInstance.cache(device).memoryFraction(); }
 
 // LITERALINCLUDE START: REGISTER_DEVICE_ALLOCATOR
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocatorInstance);

@@ -24,4 +24,14 @@ void endAllocateToPool(c10::DeviceIndex device, orStream_t stream);
 // graph uses it and no tensor holds its blocks.
 void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool);
 
+// torch.openreg.set_per_process_memory_fraction and its getter, named as
+// CUDA's caching allocator names them (Note [Per-process memory fraction]
+// in DeviceAllocator.cpp). From now on the allocator reserves at most
+// fraction times device's total memory; what it holds already stays.
+// Throws c10::ValueError for a fraction outside [0, 1] (NaN included) and
+// c10::Error for an index that is no openreg device. getMemoryFraction
+// gives 1.0 while no fraction was set. Thread-safe.
+void setMemoryFraction(double fraction, c10::DeviceIndex device);
+double getMemoryFraction(c10::DeviceIndex device);
+
 }  // namespace torch_openreg

@@ -20,6 +20,7 @@ import torch_openreg._C as _C
 from torch_openreg import _extensions
 from torch_openreg.openreg.memory import (
     empty_cache,
+    get_per_process_memory_fraction,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -29,6 +30,7 @@ from torch_openreg.openreg.memory import (
     memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from torch_openreg.openreg.profiler import (
     ActivityRecord,
@@ -67,13 +69,14 @@ __all__ = [
     "device_executor_enabled", "empty_cache", "executor_counts", "extensions", "fallback_counts",
     "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_fallback_mode",
+    "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
     "is_initialized", "is_timing_only", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "memory_summary", "meta_disagreements", "profiler_activity",
     "record_activity",    "reset_accumulated_memory_stats", "reset_fallback_counts",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
-    "set_fallback_mode",
+    "set_fallback_mode", "set_per_process_memory_fraction",
     "set_rng_state", "set_timing_only", "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
 

@@ -47,6 +47,26 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
     _C._reset_accumulated_memory_stats(_index(device))
 
 
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Cap the memory the caching allocator reserves from ``device`` at
+    ``fraction`` times its total memory, as ``torch.cuda``'s does: a request
+    that would need a new segment past the cap raises ``torch.OutOfMemoryError``
+    (after the cached segments were given back). ``fraction`` is a float in
+    [0, 1]; ``device`` defaults to the current device."""
+    # torch.cuda's checks, in its order and with its messages.
+    index = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, index)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The fraction set_per_process_memory_fraction set for ``device`` (1.0 until it is set)."""
+    return _C._get_memory_fraction(_index(device))
+
+
 def empty_cache() -> None:
     """Return every cached, unused block of every device to the runtime, and the
     host memory cached for kernels' own allocations to the C library."""
