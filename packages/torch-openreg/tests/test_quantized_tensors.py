@@ -94,6 +94,54 @@ def test_wrong_quantized_copies_are_refused_as_on_the_cpu():
         other.copy_(quantized)
 
 
+def _raised_by(action) -> Exception:
+    with pytest.raises(Exception) as info:
+        action()
+    return info.value
+
+
+def _underlying(dtype: torch.dtype) -> torch.dtype:
+    return {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}[dtype]
+
+
+def _zero_point_users(dtype, bad):
+    """Each way a zero point reaches the arithmetic, as a function of the
+    device of the data and of the device of the quantizer's parameters (a
+    quantized tensor to dequantize keeps its parameters with its data)."""
+    x = torch.randn(2, 3)
+    integers = torch.zeros(2, 3, dtype=_underlying(dtype))
+    scales, zero_points = torch.tensor([0.1, 0.2], dtype=torch.float64), torch.tensor([bad, 0])
+    return {
+        "quantize_per_channel": lambda data, params: torch.quantize_per_channel(
+            x.to(data), scales.to(params), zero_points.to(params), 0, dtype),
+        "dequantize_per_channel": lambda data, params: torch._make_per_channel_quantized_tensor(
+            integers.to(data), scales.to(data), zero_points.to(data), 0).dequantize(),
+        "quantize_per_tensor": lambda data, params: torch.quantize_per_tensor(
+            x.to(data), torch.tensor(0.1).to(params), torch.tensor(bad).to(params), dtype),
+        "dequantize_per_tensor": lambda data, params: torch._make_per_tensor_quantized_tensor(
+            integers.to(data), 0.1, bad).dequantize(),
+    }
+
+
+@pytest.mark.parametrize("dtype, bad", [
+    (torch.quint8, 300), (torch.quint8, -1), (torch.qint8, 128), (torch.qint8, -129), (torch.qint32, 1 << 31),
+], ids=["quint8_above", "quint8_below", "qint8_above", "qint8_below", "qint32_above"])
+@pytest.mark.parametrize("use", ["quantize_per_channel", "dequantize_per_channel", "quantize_per_tensor",
+                                 "dequantize_per_tensor"])
+@pytest.mark.parametrize("params", ["cpu", "openreg"])  # where the scales and zero points live
+def test_out_of_range_zero_points_are_refused_as_on_the_cpu(dtype, bad, use, params):
+    # The CPU refuses a zero point outside the quantized type's range; ATen
+    # leaves that check to the device for per-channel quantizers (Note
+    # [Per-channel zero points are checked on the host]), and CUDA clamps.
+    on_cpu = _raised_by(lambda: _zero_point_users(dtype, bad)[use]("cpu", "cpu"))
+    on_device = _raised_by(lambda: _zero_point_users(dtype, bad)[use]("openreg", params))
+    assert type(on_device) is type(on_cpu)
+    assert "zero_point" in str(on_cpu) and str(on_cpu) in str(on_device)
+    # Refused on the host: nothing failed on the device.
+    torch.openreg.synchronize()
+    assert torch.quantize_per_tensor(torch.ones(2, device="openreg"), 1.0, 0, dtype).int_repr().tolist() == [1, 1]
+
+
 def test_sub_byte_quantized_dtypes_are_refused_before_any_kernel_runs():
     # CUDA has no quint4x2 tensors either; the refusal comes on the host, so
     # the device keeps working.

@@ -12,11 +12,16 @@
 // so copies and int_repr are the device's ordinary copies.
 #include "aten/kernels/Quantized.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/native/quantized/AffineQuantizer.h>
 #include <ATen/ops/empty.h>
 #include <ATen/quantized/QTensorImpl.h>
 #include <ATen/quantized/Quantizer.h>
 #include <torch_openreg/Kernel.h>
+
+#include <limits>
+
+#include "runtime/Device.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -49,6 +54,30 @@ at::QuantizerPtr quantizerOf(const at::Tensor& quantized) { return at::get_qtens
 // device tensors; a user may have made them on the CPU.
 at::Tensor onDeviceOf(const at::Tensor& t, const at::Tensor& like) { return t.to(like.device()); }
 
+// Note [Per-channel zero points are checked on the host]
+// ATen checks that a per-channel quantizer's zero points fit the quantized
+// type only for the CPU; for CUDA and PrivateUse1 it leaves the check to
+// the stub (ATen's AffineQuantizer.cpp). CUDA clamps instead; openreg
+// refuses as the CPU does, with the CPU's words, on the host before the
+// kernel is queued, so the error is raised by the call itself rather than
+// by the next synchronisation. Zero points on the device are copied to
+// the host for it (a synchronisation, and few values), except in
+// timing-only mode, where the device holds no values to check.
+// function names the ATen function in the message, as the CPU's does.
+void checkZeroPoints(const char* function, const at::Tensor& zeroPoints, c10::ScalarType quantizedType) {
+  if (zeroPoints.device().is_privateuseone() && timingOnly()) return;
+  at::Tensor values = zeroPoints.to(at::kCPU).to(at::kLong).contiguous();  // converted on the host
+  const int64_t* data = values.const_data_ptr<int64_t>();
+  AT_DISPATCH_QINT_TYPES(quantizedType, "checkZeroPoints", [&] {
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      TORCH_CHECK(data[i] <= std::numeric_limits<underlying_t>::max(), function, " zero_point ", data[i],
+                  " is above upper bound.");
+      TORCH_CHECK(data[i] >= std::numeric_limits<underlying_t>::min(), function, " zero_point ", data[i],
+                  " is below lower bound.");
+    }
+  });
+}
+
 }  // namespace
 
 void quantizePerTensor(const at::Tensor& real, at::Tensor& quantized, double scale, int64_t zeroPoint) {
@@ -70,6 +99,7 @@ void dequantizePerTensor(const at::Tensor& quantized, at::Tensor& real, double s
 
 void quantizePerChannel(const at::Tensor& real, at::Tensor& quantized, const at::Tensor& scales,
                         const at::Tensor& zeroPoints, int64_t axis) {
+  checkZeroPoints("quantize_tensor_per_channel_affine", zeroPoints, quantized.scalar_type());
   launchKernel("quantize_per_channel",
                {real, integersOf(quantized), onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
                [quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
@@ -81,6 +111,7 @@ void quantizePerChannel(const at::Tensor& real, at::Tensor& quantized, const at:
 
 void dequantizePerChannel(const at::Tensor& quantized, at::Tensor& real, const at::Tensor& scales,
                           const at::Tensor& zeroPoints, int64_t axis) {
+  checkZeroPoints("dequantize_tensor_per_channel_affine", zeroPoints, quantized.scalar_type());
   launchKernel("dequantize_per_channel",
                {integersOf(quantized), real, onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
                [quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
