@@ -97,6 +97,8 @@ def cost_of(call: OpCall) -> Cost:
     rule = _RULES.get(name) or _RULES.get(name.removesuffix("_"))
     if rule is None and name.startswith("_foreach_"):
         rule = _foreach
+    if rule is None and name.startswith(COMPILED_KERNEL_PREFIX):
+        rule = _compiled_kernel
     return (rule or _default)(name, _Args(call))
 
 
@@ -830,6 +832,34 @@ def _fused_sgd(name: str, args: _Args) -> Cost:
     flops = (SGD_FLOPS_PER_PARAMETER if momentum else 2) * sum(tensor.numel for tensor in params)
     written = sum(_bytes(tensors) for tensors in state)
     return _cost("optimizer", flops, read, written, params[0] if params else None, known=bool(params))
+
+
+# ---------------------------------------------------------------------------------- compiled kernels
+
+# torch.compile's kernels for openreg (Inductor's C++ code generation) are named after the operators
+# they fuse, "cpp_fused_add_gelu_mul_sum_0"; torch-openreg describes each launch as a call of that
+# name whose arguments are the kernel's buffers.
+COMPILED_KERNEL_PREFIX = "cpp_fused_"
+_FUSED_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "prod", "argmax", "argmin", "any",
+                     "all", "logsumexp"}
+_FUSED_NORMS = {"softmax", "norm", "layer", "batch", "group", "rms"}
+
+
+def _compiled_kernel(name: str, args: _Args) -> Cost:
+    """One fused group: each of its buffers moved once (Inductor passes outputs after inputs: the last
+    buffer is written, the others read), and the arithmetic of the operators its name lists, per
+    element of its largest buffer (transcendentals apart). A reduction or a norm in the group makes it
+    one of those kernels."""
+    tensors = args.tensors()
+    if not tensors:
+        return _cost("elementwise", 0, 0, 0, None, known=False)
+    ops = name.removeprefix(COMPILED_KERNEL_PREFIX).split("_")
+    numel = max(tensor.numel for tensor in tensors)
+    flops = numel * sum(FLOPS_PER_ELEMENT.get(op, 1) for op in ops if not op.isdigit())
+    transcendentals = numel * sum(TRANSCENDENTALS_PER_ELEMENT.get(op, 0) for op in ops)
+    kind = "norm" if _FUSED_NORMS & set(ops) else "reduction" if _FUSED_REDUCTIONS & set(ops) else "elementwise"
+    read, written = _bytes(tensors[:-1]), tensors[-1].nbytes
+    return _cost(kind, flops, read, written, tensors[0], transcendentals=transcendentals)
 
 
 # ------------------------------------------------------------------------------- free and default

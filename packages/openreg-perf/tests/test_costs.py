@@ -492,3 +492,14 @@ def test_max_pool2d_backward_writes_the_inputs_gradient():
 def test_adaptive_average_pooling_reads_its_input_once():
     result = cost("aten::_adaptive_avg_pool2d", [[8, 512, 7, 7], []], [F32, "ScalarList"], [None, [1, 1]])
     check(result, 8 * 512 * 49, 8 * 512 * 49 * 4, 8 * 512 * 4, "reduction")
+
+
+# ---------------------------------------------------------------------------------- compiled kernels
+
+def test_a_compiled_kernel_moves_each_buffer_once():
+    """Inductor's fused group gelu(x @ w).mul(2).add(1).sum(-1) after the matmul: reads the product
+    once, writes the row sums once; its name lists the operators it fuses."""
+    result = cost("cpp_fused_add_gelu_mul_sum_0", [[1024, 1024], [1024]], [F32, F32])
+    elements = 1024 * 1024
+    check(result, elements * (1 + 8 + 1 + 1), elements * 4, 1024 * 4, "reduction")
+    assert result.transcendentals == elements  # gelu's

@@ -297,3 +297,18 @@ def test_predicting_without_executing_needs_devices_of_the_profiles_capacity():
     with pytest.raises(RuntimeError, match=r"needs openreg devices of its capacity.*devices_for\('h100-sxm'\)"):
         with openreg_perf.simulate("h100-sxm", execute=False):
             pass
+
+
+def test_a_compiled_region_is_priced_by_inductors_fused_kernels():
+    """torch.compile fuses gelu(x * 2 + 1) into one kernel that reads x and writes the result once:
+    the prediction prices that kernel (torch-openreg describes each launch with its buffers), not the
+    three eager operators, and not a bare kernel floor."""
+    x = torch.randn(1 << 20, device="openreg")
+    compiled = torch.compile(lambda t: torch.nn.functional.gelu(t * 2 + 1))
+    compiled(x)
+    with openreg_perf.simulate("h100-sxm", host="launches") as run:
+        compiled(x)
+    (kernel,) = [k for k in run.kernels if k.category == "compute"]
+    assert kernel.op.startswith("cpp_fused_") and kernel.known
+    assert kernel.bytes == 2 * x.numel() * 4
+    assert kernel.seconds > 2 * run.profile.chip.kernel_floor_s

@@ -43,8 +43,12 @@ def test_each_launch_names_its_call_as_the_profiler_describes_it():
     with torch.openreg.record_activity() as recording:
         run_calls()
     calls = calls_of(recording)
-    assert {call.name for call in calls} >= {"aten::sum", "aten::add", "aten::cat", "aten::add_", "aten::clamp",
-                                            "aten::fill_", "aten::gelu"}
+    assert {call.name for call in calls} >= {"aten::sum", "aten::add", "aten::cat", "aten::_foreach_add_",
+                                            "aten::clamp", "aten::fill_", "aten::gelu"}
+    # A multi-tensor operator's per-tensor loop is not recorded: each of its launches names the
+    # _foreach_ call, the one kernel call a real device's library makes of it.
+    assert "aten::add_" not in {call.name for call in calls}
+    assert [call.name for call in calls].count("aten::_foreach_add_") == 2
     for call in calls:
         assert (call.name, repr(call.shapes), repr(call.dtypes), repr(call.concrete_inputs)) in profiled, call
     add = next(call for call in calls if call.name == "aten::add")

@@ -5,6 +5,7 @@
 // which would fault on device memory, as it should.
 #include "compile/CompiledKernel.h"
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch_openreg/Kernel.h>
 
@@ -91,6 +92,12 @@ void launchCompiledKernel(const std::string& name, uintptr_t entryAddress, const
 // there, on the stream's worker; the host never calls it.
 void launchCompiledEntry(const char* name, CompiledEntry entry, const std::vector<at::Tensor>& tensors,
                          std::vector<CompiledArg> layout) {
+  // A generated kernel is one fused group of operators, launched once: it is
+  // described to whoever records operators (torch.profiler, openreg-perf's
+  // recording) as an operator of its own, named after the kernel, whose
+  // arguments are the buffers it reads and writes. The inputs are built only
+  // while something records.
+  RECORD_FUNCTION(name, std::vector<c10::IValue>(tensors.begin(), tensors.end()));
   launchKernel(name, tensors, [entry, layout = std::move(layout)](std::vector<at::Tensor>& views) {
     std::vector<ParamSlot> values(layout.size());
     std::vector<void*> params(layout.size());
