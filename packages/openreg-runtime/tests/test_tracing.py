@@ -193,7 +193,9 @@ def test_event_record_and_stream_wait_are_on_their_streams(res):
     assert record["start_ns"] <= wait["end_ns"] <= kernel["start_ns"]
 
 
-def test_a_wait_for_a_completed_event_leaves_no_record(res):
+def test_a_wait_for_a_completed_event_is_recorded_while_tracing(res):
+    """The dependency is the program's: a replay of the trace (openreg-perf) must see it however fast
+    the simulator ran the work waited for. Not tracing, such a wait queues nothing."""
     a, b = res.stream(), res.stream()
     event = res.event()
     ort.event_record(event, a)
@@ -202,4 +204,5 @@ def test_a_wait_for_a_completed_event_leaves_no_record(res):
     ort.stream_wait_event(b, event)
     ort.stream_synchronize(b)
     ort.trace_enable(False)
-    assert [r for r in ort.trace_drain() if r["name"] == "streamWaitEvent"] == []
+    waits = [r for r in ort.trace_drain() if r["name"] == "streamWaitEvent"]
+    assert len(waits) == 1

@@ -634,7 +634,8 @@ typedef enum orActivityKind {
   orActivityKindStreamWait = 6   /* a stream held by orStreamWaitEvent, from
                                     reaching the wait to the event completing
                                     (a wait for an event already complete
-                                    queues nothing and leaves no record) */
+                                    is queued only while tracing, so the
+                                    trace holds every dependency) */
 } orActivityKind;
 
 typedef struct orActivity {
