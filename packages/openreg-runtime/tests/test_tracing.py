@@ -204,5 +204,5 @@ def test_a_wait_for_a_completed_event_is_recorded_while_tracing(res):
     ort.stream_wait_event(b, event)
     ort.stream_synchronize(b)
     ort.trace_enable(False)
-    waits = [r for r in ort.trace_drain() if r["name"] == "streamWaitEvent"]
-    assert len(waits) == 1
+    waits = [r for r in ort.trace_drain() if r["kind"] == "stream_wait"]
+    assert len(waits) == 1 and waits[0]["name"] == "streamWaitEvent"
