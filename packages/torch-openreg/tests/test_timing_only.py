@@ -5,6 +5,8 @@ running out of it raises torch.OutOfMemoryError where the caching allocator woul
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -86,3 +88,85 @@ print(torch.openreg.memory_allocated() >> 30, resource.getrusage(resource.RUSAGE
     assert lines[0] == "OOM True", result.stdout
     allocated, resident_gib = map(int, lines[1].split())
     assert allocated == 70 and resident_gib < 2
+
+
+# Note [Memory timing-only mode never computed] (csrc/runtime/TimingOnlyMemory.h): what the mode
+# made holds no values, and real work reading it is refused, naming what made it.
+def test_a_tensor_made_in_timing_only_mode_is_refused_for_real_naming_its_maker():
+    old_sevens = torch.full((65536,), 7.0, device="openreg")
+    del old_sevens  # its block goes back to the cache, 7s and all
+    torch.openreg.set_timing_only(True)
+    ones = torch.ones(65536, device="openreg")  # fill_ queued, never run: the block still holds 7s
+    torch.openreg.set_timing_only(False)
+    for read in (lambda: ones.sum(), lambda: ones.cpu(), lambda: ones + 1, lambda: ones[:10].clone()):
+        with pytest.raises(RuntimeError, match=r"whose values were never computed: it was made in timing-only "
+                                               r"mode by aten::fill_"):
+            read()
+    assert torch.ones(65536, device="openreg").sum().item() == 65536.0  # memory made for real is fine
+
+
+def test_a_tensor_overwritten_for_real_after_the_region_is_usable_again():
+    torch.openreg.set_timing_only(True)
+    made = [torch.ones(1000, device="openreg") for _ in range(4)]
+    torch.openreg.set_timing_only(False)
+    made[0].fill_(2.0)
+    made[1].copy_(torch.arange(1000.0))
+    made[2].zero_()
+    torch.add(torch.ones(1000, device="openreg"), 1, out=made[3])
+    assert [t.sum().item() for t in made] == [2000.0, sum(range(1000)), 0.0, 2000.0]
+    torch.openreg.set_timing_only(True)
+    half = torch.ones(1000, device="openreg")
+    torch.openreg.set_timing_only(False)
+    half[:500].fill_(1.0)  # half of it written for real: the rest is still unknown
+    with pytest.raises(RuntimeError, match="never computed"):
+        half.sum()
+
+
+def test_a_predicted_adam_step_then_real_training_fails_clearly_instead_of_diverging():
+    torch.manual_seed(0)
+    cpu_model = nn.Linear(16, 1)
+    x, y = torch.randn(64, 16), torch.randn(64, 1)
+    model = copy.deepcopy(cpu_model).to("openreg")
+
+    def trainer(model, x, y):
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+        def step():
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+        return optimizer, step
+
+    optimizer, step = trainer(model, x.to("openreg"), y.to("openreg"))
+    torch.openreg.set_timing_only(True)
+    step()  # Adam's state (zeros_like) is made here, never computed; the parameters keep their values
+    torch.openreg.set_timing_only(False)
+    with pytest.raises(RuntimeError, match="never computed: it was made in timing-only mode by aten::"):
+        step()
+    optimizer.state.clear()  # made again, for real: training goes on exactly as on the CPU
+    _, cpu_step = trainer(cpu_model, x, y)
+    expected = [cpu_step().item() for _ in range(3)]
+    assert [step().item() for _ in range(3)] == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_thread_computing_for_real_during_a_region_gets_an_error_never_a_wrong_value():
+    import threading
+    region_open, computed = threading.Event(), threading.Event()
+    result = {}
+
+    def computing_thread():
+        region_open.wait(timeout=30)
+        result["tensor"] = torch.full((256,), 3.0, device="openreg") * 2
+        computed.set()
+
+    thread = threading.Thread(target=computing_thread)
+    thread.start()
+    torch.openreg.set_timing_only(True)
+    region_open.set()
+    computed.wait(timeout=30)
+    torch.openreg.set_timing_only(False)
+    thread.join(timeout=30)
+    with pytest.raises(RuntimeError, match="never computed"):
+        result["tensor"].sum().item()

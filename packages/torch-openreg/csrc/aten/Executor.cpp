@@ -14,6 +14,7 @@
 #include <c10/util/env.h>
 #include <torch_openreg/Kernel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "aten/OperatorCall.h"
 #include "aten/SpeedLayer.h"
 #include "runtime/Device.h"
+#include "runtime/TimingOnlyMemory.h"
 #include "graphs/Graph.h"
 
 // LITERALINCLUDE START: EXECUTOR_NOTE
@@ -233,6 +235,35 @@ bool runView(const c10::OperatorHandle& op, Stack* stack, const Stack& meta) {
 
 }  // namespace
 
+namespace {
+
+// The arguments op writes without reading them: its out= results and the
+// self of fill_ and its kin (OperatorInfo::overwrittenArguments), unless
+// another argument reads the same memory, as x.add_(y) run as
+// add.out(x, y, out=x) does.
+std::vector<at::Tensor> writtenWithoutReading(const OperatorInfo& info, c10::ArrayRef<c10::IValue> args) {
+  std::vector<at::Tensor> written;
+  for (size_t i : info.overwrittenArguments) {
+    if (!args[i].isTensor()) continue;
+    const at::Tensor& out = args[i].toTensor();
+    bool alsoRead = false;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (std::find(info.overwrittenArguments.begin(), info.overwrittenArguments.end(), j) !=
+          info.overwrittenArguments.end()) {
+        continue;
+      }
+      mapTensors(args[j], [&](const at::Tensor& t) {
+        alsoRead = alsoRead || (t.defined() && out.defined() && t.is_alias_of(out));
+        return t;
+      });
+    }
+    if (!alsoRead) written.push_back(out);
+  }
+  return written;
+}
+
+}  // namespace
+
 // LITERALINCLUDE START: EXECUTOR_RUN
 bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   if (!enabled.load()) return false;
@@ -273,6 +304,7 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   bool noValues = timingOnly();
   bool async = meta != nullptr && (ranBefore || noValues || streamIsCapturing(*device) || insideKernel()) &&
                (noValues || !kernelMightRefuse(schema, args, operandDtypes));
+  WritesWithoutReading writes(writtenWithoutReading(info, args));  // Note [Memory timing-only mode never computed]
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
 
 #include "aten/SpeedLayer.h"
@@ -112,6 +114,21 @@ void OperatorInfo::markRanWith(const std::string& dtypes) {
   ranDtypes_.insert(dtypes);
 }
 
+// Note [Memory timing-only mode never computed]: what an operator writes
+// whole without reading it may be memory timing-only mode never computed.
+std::vector<size_t> overwrittenArgumentsOf(const c10::FunctionSchema& schema) {
+  static const std::set<std::string> overwriteSelf{
+      "aten::fill_", "aten::zero_", "aten::copy_", "aten::normal_", "aten::uniform_", "aten::random_",
+      "aten::exponential_", "aten::geometric_", "aten::cauchy_", "aten::log_normal_"};
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].is_out() || (i == 0 && overwriteSelf.count(schema.name()) != 0)) {
+      positions.push_back(i);
+    }
+  }
+  return positions;
+}
+
 OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   const c10::FunctionSchema* schema = &op.schema();
   {
@@ -126,6 +143,7 @@ OperatorInfo& infoOf(const c10::OperatorHandle& op) {
   info->hasCpuKernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info->meta = metaAgreementWithCpu(*schema);
   info->dtypeArguments = dtypeArgumentsOf(*schema);
+  info->overwrittenArguments = overwrittenArgumentsOf(*schema);
   info->outVariant = speedLayer().findOutVariant(*schema);  // none on the plain path
   std::unique_lock<std::shared_mutex> lock(infosMutex);
   return *infos.emplace(schema, std::move(info)).first->second;  // keeps a racing first entry

@@ -37,6 +37,9 @@ struct OperatorInfo {
   bool hasCpuKernel = false;
   MetaAgreement meta = MetaAgreement::Always;
   std::vector<size_t> dtypeArguments;  // positions of its dtype= arguments
+  // Positions of the arguments it writes without reading: out= results, the
+  // self of fill_ and its kin (Note [Memory timing-only mode never computed]).
+  std::vector<size_t> overwrittenArguments;
   // The out= twin that a speed layer runs instead (SpeedLayer.h); empty on
   // the plain path.
   std::optional<c10::OperatorHandle> outVariant;

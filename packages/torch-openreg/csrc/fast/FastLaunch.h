@@ -24,6 +24,7 @@
 #include "fast/ClosureStash.h"
 #include "fast/KernelThreads.h"
 #include "fast/ScratchAllocator.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg::fast {
 namespace detail {
@@ -81,6 +82,7 @@ struct FastKernel {
 // a tensor costs an atomic reference count each way).
 template <typename Fn, typename... Tensors>
 void launchOnTensors(const char* name, c10::DeviceIndex device, Fn fn, const Tensors&... deviceTensors) {
+  (checkOperandComputed(name, deviceTensors), ...);  // as launchKernel does
   OPENREG_CHECK(launchInPlace<detail::FastKernel<Fn>>(currentNativeStream(device), name, std::move(fn),
                                                        deviceTensors...));
 }

@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 #include <openreg/openreg.h>
 
+#include <atomic>
 #include <cstddef>
 #include <set>
 
@@ -28,6 +29,10 @@ struct Block {
   Block* next = nullptr;
   std::set<orStream_t> otherStreams;  // from record_stream
   int pendingEvents = 0;
+  // The work that made its contents in timing-only mode without computing
+  // them, "" before any did, null for computed values (Note [Memory
+  // timing-only mode never computed]). Read by launches without the mutex.
+  std::atomic<const char*> uncomputedBy{nullptr};
 
   bool wholeSegment() const { return prev == nullptr && next == nullptr; }
 };

@@ -45,6 +45,7 @@
 #include "runtime/Device.h"
 #include "runtime/Event.h"
 #include "runtime/Stream.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg {
 namespace {
@@ -494,6 +495,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     c10::DeviceIndex device = currentDevice();
     if (size == 0) return {nullptr, nullptr, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
     Block* block = cache(device).allocate(size, nativeStream(currentStream(device)));
+    markIfTimingOnly(*block);  // Note [Memory timing-only mode never computed]
     reportToProfiler(block->ptr, static_cast<int64_t>(block->size), device);
     return {block->ptr, block, &deleteBlock, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
@@ -588,6 +590,10 @@ void deleteBlock(void* context) {
 }  // namespace
 
 c10::DeviceAllocator* deviceAllocator() { return &allocatorInstance; }
+
+Block* blockOf(const c10::DataPtr& memory) {
+  return memory.get_deleter() == &deleteBlock ? static_cast<Block*>(memory.get_context()) : nullptr;
+}
 
 void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool, orStream_t stream, bool othersForbidden) {
   allocatorInstance.cache(device).beginAllocateToPool(pool, stream, othersForbidden);

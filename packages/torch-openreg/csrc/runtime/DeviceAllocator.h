@@ -13,6 +13,10 @@ namespace torch_openreg {
 
 c10::DeviceAllocator* deviceAllocator();
 
+struct Block;
+// The block behind memory from deviceAllocator(); null for any other memory.
+Block* blockOf(const c10::DataPtr& memory);
+
 // Graph captures (Note [Graph memory pools] in graphs/GraphPools.h).
 // From now until endAllocateToPool, allocations on stream come from the
 // private pool pool of device (created on first use; each call counts one

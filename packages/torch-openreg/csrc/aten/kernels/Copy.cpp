@@ -21,6 +21,7 @@
 #include "runtime/Event.h"
 #include "runtime/HostAllocator.h"
 #include "runtime/Stream.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -142,6 +143,10 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
   for (const at::Tensor* side : {&self, &dst}) {
     if (isOpenRegTensor(*side)) checkStorageHolds(*side);
   }
+  // Note [Memory timing-only mode never computed]: a copy reads self, and writes dst without reading it.
+  if (isOpenRegTensor(self)) checkOperandComputed("aten::copy_", self);
+  if (isOpenRegTensor(dst)) noteOverwritten("aten::copy_", dst);
+  WritesWithoutReading writes(dst);
   const at::Tensor& device = isOpenRegTensor(dst) ? dst : self;
   c10::DeviceGuard guard(device.device());
   if (isOpenRegTensor(self) && !isOpenRegTensor(dst) && hasMathBits(self)) {

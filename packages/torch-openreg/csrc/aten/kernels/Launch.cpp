@@ -13,6 +13,7 @@
 
 #include "aten/SpeedLayer.h"
 #include "runtime/Stream.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg {
 namespace {
@@ -111,6 +112,7 @@ at::Tensor cpuView(const DeviceView& view) {
 // LITERALINCLUDE START: PLAIN_LAUNCH
 void launchKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body) {
   c10::DeviceIndex device = kernelDevice(name, tensors);
+  for (const at::Tensor& t : tensors) checkOperandComputed(name, t);  // Note [Memory timing-only mode never computed]
   speedLayer().launch(name, device, tensors, std::move(body));  // plainLaunch, unless a speed layer steps in
 }
 

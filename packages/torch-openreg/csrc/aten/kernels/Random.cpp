@@ -21,6 +21,7 @@
 
 #include "aten/kernels/Launch.h"
 #include "runtime/Generator.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg::native {
 namespace {
@@ -30,6 +31,7 @@ template <typename Fill>
 at::Tensor& randomFill(const char* name, at::Tensor& self, const std::optional<at::Generator>& gen,
                        Fill fill) {
   KernelSeed seed = drawKernelSeed(gen, self.device().index());
+  WritesWithoutReading fills(self);  // Note [Memory timing-only mode never computed]
   launchKernel(name, {self}, [seed, fill](std::vector<at::Tensor>& views) {
     at::Generator kernelGenerator = at::detail::createCPUGenerator(seed.value());
     fill(views[0], kernelGenerator);

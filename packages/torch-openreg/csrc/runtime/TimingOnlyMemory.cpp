@@ -1,0 +1,78 @@
+// TimingOnlyMemory.cpp - Note [Memory timing-only mode never computed].
+#include "runtime/TimingOnlyMemory.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "runtime/AllocatorBlocks.h"
+#include "runtime/Device.h"
+#include "runtime/DeviceAllocator.h"
+
+namespace torch_openreg {
+namespace {
+
+// A block marked by the allocator, before any work over it named itself.
+const char kOnlyAllocated[] = "";
+
+// Work names live as long as the marks that point at them.
+const char* lasting(const char* work) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(work).first->c_str();
+}
+
+// The storages this thread's launches write without reading (WritesWithoutReading).
+thread_local c10::SmallVector<const c10::StorageImpl*, 4> writtenWithoutReading;
+
+bool coversItsStorage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.is_non_overlapping_and_dense() &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+// In timing-only mode, the first work over a block marked by the allocator is what made it.
+void nameMaker(Block& block, const char* work) {
+  const char* mark = kOnlyAllocated;
+  block.uncomputedBy.compare_exchange_strong(mark, lasting(work));
+}
+
+}  // namespace
+
+void markIfTimingOnly(Block& block) { block.uncomputedBy.store(timingOnly() ? kOnlyAllocated : nullptr); }
+
+void noteOverwritten(const char* work, const at::Tensor& t) {
+  Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;
+  if (block == nullptr || block->uncomputedBy.load() == nullptr) return;
+  if (timingOnly()) return nameMaker(*block, work);
+  // A write of part of the block leaves the rest uncomputed.
+  if (coversItsStorage(t)) block->uncomputedBy.store(nullptr);
+}
+
+void checkOperandComputed(const char* work, const at::Tensor& t) {
+  Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;
+  if (block == nullptr) return;
+  const char* maker = block->uncomputedBy.load();
+  if (maker == nullptr) return;  // the common case: computed values
+  for (const c10::StorageImpl* written : writtenWithoutReading) {
+    if (written == t.storage().unsafeGetStorageImpl()) return noteOverwritten(work, t);
+  }
+  if (timingOnly()) return nameMaker(*block, work);
+  std::string made = *maker == '\0' ? std::string("allocated in timing-only mode and never written")
+                                    : "made in timing-only mode by " + std::string(maker);
+  TORCH_CHECK(false, "openreg: ", work, " reads a tensor on ", t.device(), " whose values were never computed: it "
+              "was ", made, " (torch.openreg.set_timing_only(True), OPENREG_TIMING_ONLY=1 or "
+              "openreg_perf.simulate(..., execute=False)), which queues work without running it. Compute it "
+              "again outside timing-only mode, or overwrite it for real first (copy_, fill_, zero_)");
+}
+
+WritesWithoutReading::WritesWithoutReading(c10::ArrayRef<at::Tensor> written)
+    : previousCount_(writtenWithoutReading.size()) {
+  for (const at::Tensor& t : written) {
+    if (t.defined()) writtenWithoutReading.push_back(t.storage().unsafeGetStorageImpl());
+  }
+}
+
+WritesWithoutReading::~WritesWithoutReading() { writtenWithoutReading.resize(previousCount_); }
+
+}  // namespace torch_openreg
