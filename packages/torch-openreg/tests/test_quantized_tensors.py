@@ -85,6 +85,26 @@ def test_quantized_tensors_move_copy_and_view_as_on_the_cpu():
                           torch._make_per_tensor_quantized_tensor(integers, 0.2, 7))
 
 
+def test_quantized_tensors_land_on_the_device_asked_for_whichever_is_current():
+    # ATen's quantized kernels allocate on the current device: each runs with its arguments' device current.
+    assert torch.openreg.device_count() >= 2 and torch.openreg.current_device() == 0
+    x = torch.randn(4, 6)
+    q_cpu = torch.quantize_per_tensor(x, 0.05, 3, torch.quint8)
+    on_one = torch.quantize_per_tensor(x.to("openreg:1"), 0.05, 3, torch.quint8)
+    moved = q_cpu.to("openreg:1")
+    across = q_cpu.to("openreg:0").to("openreg:1")
+    per_channel = torch.quantize_per_channel(x.to("openreg:1"), torch.rand(4) + 0.01, torch.zeros(4, dtype=torch.long),
+                                             0, torch.qint8)
+    module = torch.nn.Module()
+    module.register_buffer("q", q_cpu)
+    module.to("openreg:1")
+    for q in (on_one, moved, across, per_channel, module.q):
+        assert q.device == torch.device("openreg:1"), q.device
+    for q in (on_one, moved, across, module.q):
+        assert torch.equal(q.int_repr().cpu(), q_cpu.int_repr())
+    assert torch.openreg.current_device() == 0
+
+
 def test_wrong_quantized_copies_are_refused_as_on_the_cpu():
     quantized = torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)
     with pytest.raises(RuntimeError, match="Copying from quantized Tensor to non-quantized Tensor is not allowed"):

@@ -21,7 +21,11 @@
 #include <ATen/ops/quantize_per_channel_native.h>
 #include <ATen/ops/quantize_per_tensor_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <optional>
+#include <utility>
 
 #include "aten/kernels/Quantized.h"
 
@@ -36,36 +40,68 @@ REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_affine_stub,
 }  // namespace at::native
 
 namespace torch_openreg {
+namespace {
+
+// LITERALINCLUDE START: QUANTIZED_DEVICE_GUARD
+// ATen's device-generic quantized kernels allocate on the current device
+// (new_qtensor), so each runs with the device of its arguments current: the
+// explicit device= of a factory, else its first tensor's, as the wrappers
+// PyTorch generates for CUDA do. Without it, q.to("openreg:1") would land on
+// openreg:0.
+std::optional<c10::Device> deviceOf(const at::Tensor& t) {
+  return t.defined() ? std::optional<c10::Device>(t.device()) : std::nullopt;
+}
+std::optional<c10::Device> deviceOf(const std::optional<c10::Device>& device) { return device; }
+template <typename Other>
+std::optional<c10::Device> deviceOf(const Other&) {
+  return std::nullopt;
+}
+
+template <typename Signature, Signature* kernel>
+struct OnArgumentsDevice;
+template <typename Result, typename... Args, Result (*kernel)(Args...)>
+struct OnArgumentsDevice<Result(Args...), kernel> {
+  static Result call(Args... args) {
+    std::optional<c10::Device> device;
+    ((device = device.has_value() ? device : deviceOf(args)), ...);
+    c10::OptionalDeviceGuard guard(device);
+    return kernel(std::forward<Args>(args)...);
+  }
+};
+// LITERALINCLUDE END: QUANTIZED_DEVICE_GUARD
+#define ON_ARGUMENTS_DEVICE(kernel) TORCH_FN((OnArgumentsDevice<decltype(kernel), &kernel>::call))
+
+}  // namespace
 
 // Quantizing takes a float tensor: ATen's device-generic operators, which
 // allocate through the quantizer and call the stubs above.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("quantize_per_tensor", TORCH_FN(at::native::quantize_per_tensor));
-  m.impl("quantize_per_tensor.tensor_qparams", TORCH_FN(at::native::quantize_per_tensor_tensor_qparams));
-  m.impl("quantize_per_channel", TORCH_FN(at::native::quantize_per_channel));
-  m.impl("_make_per_tensor_quantized_tensor", TORCH_FN(native::makePerTensorQuantized));
+  m.impl("quantize_per_tensor", ON_ARGUMENTS_DEVICE(at::native::quantize_per_tensor));
+  m.impl("quantize_per_tensor.tensor_qparams", ON_ARGUMENTS_DEVICE(at::native::quantize_per_tensor_tensor_qparams));
+  m.impl("quantize_per_channel", ON_ARGUMENTS_DEVICE(at::native::quantize_per_channel));
+  m.impl("_make_per_tensor_quantized_tensor", ON_ARGUMENTS_DEVICE(native::makePerTensorQuantized));
 }
 
 // The rest takes a quantized tensor, whose dispatch key is
 // QuantizedPrivateUse1: ATen's device-generic kernels, as CUDA registers
 // them, and openreg's own where CUDA's are device-specific.
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
-  m.impl("_empty_affine_quantized", TORCH_FN(at::native::empty_affine_quantized));
-  m.impl("_empty_per_channel_affine_quantized", TORCH_FN(at::native::empty_per_channel_affine_quantized));
-  m.impl("empty_quantized", TORCH_FN(at::native::empty_quantized));
-  m.impl("dequantize.self", TORCH_FN(at::native::dequantize_quantized));
-  m.impl("q_scale", TORCH_FN(at::native::q_scale_quant));
-  m.impl("q_zero_point", TORCH_FN(at::native::q_zero_point_quant));
-  m.impl("q_per_channel_scales", TORCH_FN(at::native::q_per_channel_scales));
-  m.impl("q_per_channel_zero_points", TORCH_FN(at::native::q_per_channel_zero_points));
-  m.impl("q_per_channel_axis", TORCH_FN(at::native::q_per_channel_axis));
-  m.impl("qscheme", TORCH_FN(at::native::qscheme_quant));
-  m.impl("as_strided", TORCH_FN(at::native::as_strided_qtensorimpl));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("clone", TORCH_FN(at::native::quantized_clone));
-  m.impl("int_repr", TORCH_FN(native::intRepr));
-  m.impl("copy_", TORCH_FN(native::quantizedCopy));
-  m.impl("_copy_from", TORCH_FN(native::quantizedCopyFrom));  // ATen's own copy_ (clone's) for other devices
+  m.impl("_empty_affine_quantized", ON_ARGUMENTS_DEVICE(at::native::empty_affine_quantized));
+  m.impl("_empty_per_channel_affine_quantized", ON_ARGUMENTS_DEVICE(at::native::empty_per_channel_affine_quantized));
+  m.impl("empty_quantized", ON_ARGUMENTS_DEVICE(at::native::empty_quantized));
+  m.impl("dequantize.self", ON_ARGUMENTS_DEVICE(at::native::dequantize_quantized));
+  m.impl("q_scale", ON_ARGUMENTS_DEVICE(at::native::q_scale_quant));
+  m.impl("q_zero_point", ON_ARGUMENTS_DEVICE(at::native::q_zero_point_quant));
+  m.impl("q_per_channel_scales", ON_ARGUMENTS_DEVICE(at::native::q_per_channel_scales));
+  m.impl("q_per_channel_zero_points", ON_ARGUMENTS_DEVICE(at::native::q_per_channel_zero_points));
+  m.impl("q_per_channel_axis", ON_ARGUMENTS_DEVICE(at::native::q_per_channel_axis));
+  m.impl("qscheme", ON_ARGUMENTS_DEVICE(at::native::qscheme_quant));
+  m.impl("as_strided", ON_ARGUMENTS_DEVICE(at::native::as_strided_qtensorimpl));
+  m.impl("view", ON_ARGUMENTS_DEVICE(at::native::view));
+  m.impl("clone", ON_ARGUMENTS_DEVICE(at::native::quantized_clone));
+  m.impl("int_repr", ON_ARGUMENTS_DEVICE(native::intRepr));
+  m.impl("copy_", ON_ARGUMENTS_DEVICE(native::quantizedCopy));
+  m.impl("_copy_from", ON_ARGUMENTS_DEVICE(native::quantizedCopyFrom));  // ATen's own copy_ (clone's) for other devices
 }
 // LITERALINCLUDE END: QUANTIZED_REGISTRATION
 
