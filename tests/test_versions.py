@@ -1,7 +1,7 @@
 """Lockstep versions, checked on the sources: every package of packages/ has
 the same version, pins the exact version of the OpenReg packages it depends
 on, is listed in tools/dev.py's PACKAGES and, if it is a layer, is installed
-by its own extra of torch-openreg and by "all", and has a combination and a
+by its own extra of torch-openreg and by "all", and has a combination (tools/ci.py) and a
 hatch environment. Reads the pyproject files only."""
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ PACKAGES = ROOT / "packages"
 _spec = importlib.util.spec_from_file_location("openreg_dev", ROOT / "tools" / "dev.py")
 dev = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dev)
+_spec = importlib.util.spec_from_file_location("openreg_ci", ROOT / "tools" / "ci.py")
+ci = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ci)
 
 
 def _project(name: str) -> dict:
@@ -70,8 +73,8 @@ def test_every_layer_has_a_combination_and_a_hatch_environment_of_its_own():
     for name in ["core", "all", *[package.extra for package in dev.PACKAGES if package.extra]]:
         assert hatch[name]["scripts"]["test"] == f"python tools/dev.py combination {name} {{args}}"
         if name != "all":
-            assert dev.COMBINATIONS[name] == ((name,) if name != "core" else ())
-            assert name in dev.CI_COMBINATIONS
+            assert ci.COMBINATIONS[name] == ((name,) if name != "core" else ())
+            assert name in ci.CI_COMBINATIONS
 
 
 def test_every_package_ships_the_repositorys_license():

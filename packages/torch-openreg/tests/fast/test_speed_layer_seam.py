@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-CSRC = Path(__file__).resolve().parents[1] / "csrc"
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
 
 
 def test_no_plain_source_includes_a_speed_layer_header():

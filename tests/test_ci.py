@@ -1,0 +1,36 @@
+"""tools/ci.py's scheduler (Note [CI's scheduler]): CI's steps start longest first, by the times
+last measured, a step never measured before the rest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("openreg_ci", ROOT / "tools" / "ci.py")
+ci = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ci)
+
+
+def test_steps_start_longest_first_by_the_last_measured_times(tmp_path, monkeypatch):
+    committed, measured = tmp_path / "committed.json", tmp_path / "measured.json"
+    committed.write_text(json.dumps({name: 10.0 for name in ci.CI_STEPS}))
+    measured.write_text(json.dumps({"docs": 5.0, "sanitize": 300.0}))
+    monkeypatch.setattr(ci, "COMMITTED_TIMES", committed)
+    monkeypatch.setattr(ci, "MEASURED_TIMES", measured)
+    order = ci.schedule()
+    assert order[0] == "sanitize" and order[-1] == "docs"  # this machine's times win over the committed
+    assert sorted(order) == sorted(ci.CI_STEPS)
+
+
+def test_a_step_never_measured_starts_first(tmp_path, monkeypatch):
+    committed = tmp_path / "committed.json"
+    committed.write_text(json.dumps({name: 10.0 for name in ci.CI_STEPS if name != "plain-path"}))
+    monkeypatch.setattr(ci, "COMMITTED_TIMES", committed)
+    monkeypatch.setattr(ci, "MEASURED_TIMES", tmp_path / "absent.json")
+    assert ci.schedule()[0] == "plain-path"
+
+
+def test_the_committed_times_name_every_step():
+    assert set(json.loads(ci.COMMITTED_TIMES.read_text())) == set(ci.CI_STEPS)

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3.11
+"""CI's machinery: the combinations of packages, the plain path, and the
+scheduler that runs CI's steps side by side. `tools/dev.py test` calls it
+after setup, and `tools/dev.py combination` (hatch's environments) uses its
+combinations.
+
+    python3.11 tools/ci.py steps                     CI's steps, longest first, with their expected times
+    python3.11 tools/ci.py step NAME [PYTEST ARGS]   one step alone (after tools/dev.py setup)
+
+Standard library only, like tools/dev.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dev import (  # noqa: E402  (after the path line: tools/ is not a package)
+    BUILD_DOCS,
+    BUILD_LOGS,
+    PACKAGES,
+    PYTHON,
+    ROOT,
+    WHEELHOUSE,
+    build_environment,
+    dependency_groups,
+    elapsed,
+    install_pins,
+    run,
+    run_logged,
+    setup,
+)
+
+COMBINATION_ENVS = ROOT / "build" / "combinations"
+TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
+DISTRIBUTED_TESTS = ROOT / "packages" / "openreg-distributed" / "tests"
+
+# LITERALINCLUDE START: COMBINATIONS
+# Each combination is one virtual environment holding torch, the core and the
+# layers of these extras of torch-openreg, installed from the wheelhouse
+# ("all" is the extra naming every layer). CI runs each in an environment of
+# its own but "runtime"; "all", the full suite, runs in .venv, which holds
+# every package.
+COMBINATIONS = {
+    "runtime": None,  # openreg-runtime alone, without torch
+    "core": (),
+    "amp": ("amp",),
+    "distributed": ("distributed",),
+    "onnx": ("onnx",),
+    "perf": ("perf",),
+    "all": ("all",),
+}
+CI_COMBINATIONS = [name for name in COMBINATIONS if name not in ("runtime", "all")]
+# LITERALINCLUDE END: COMBINATIONS
+
+
+def combination_packages(name: str) -> list[str]:
+    """The OpenReg distributions combination `name` holds, exactly."""
+    extras = COMBINATIONS[name]
+    if extras is None:
+        return ["openreg-runtime"]
+    return [p.name for p in PACKAGES if p.extra is None or p.extra in extras or "all" in extras]
+
+
+def combination_groups(name: str) -> tuple[str, ...]:
+    """The pinned groups a combination's environment needs: the test tools,
+    torch, and the third-party dependencies of its layers (a group named
+    after the extra), so the layers themselves install with --no-index."""
+    if COMBINATIONS[name] is None:
+        return ("test",)
+    extras = [p.extra for p in PACKAGES if p.name in combination_packages(name) and p.extra]
+    return ("torch", "test", *[extra for extra in extras if extra in dependency_groups()])
+
+
+# LITERALINCLUDE START: INSTALL_COMBINATION
+def install_combination(python: Path, name: str) -> None:
+    """Makes python's environment hold exactly combination `name`'s OpenReg
+    packages, installed from the wheelhouse the way a user would:
+    `pip install --no-index --find-links build/wheelhouse "torch-openreg[amp]"`.
+    Its third-party pins (torch among them) are already installed, so pip
+    reaches no registry and never replaces torch."""
+    extras = COMBINATIONS[name]
+    requirement = ("openreg-runtime" if extras is None
+                   else "torch-openreg" + (f"[{','.join(extras)}]" if extras else ""))
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, requirement)
+    check_installed(python, combination_packages(name))
+# LITERALINCLUDE END: INSTALL_COMBINATION
+
+
+def check_installed(python: Path, expected: list[str]) -> None:
+    names = [p.name for p in PACKAGES]
+    listing = subprocess.run(
+        [python, "-c", "import json, sys, importlib.metadata as m\n"
+                       "print(json.dumps(sorted({d.metadata['Name'] for d in m.distributions()} & set(sys.argv[1:]))))",
+         *names], capture_output=True, text=True, check=True)
+    installed = json.loads(listing.stdout)
+    if installed != sorted(expected):
+        sys.exit(f"the combination installed {installed}, expected exactly {sorted(expected)}: "
+                 "check torch-openreg's extras in packages/torch-openreg/pyproject.toml")
+
+
+def combination_tests(name: str) -> list[list[str | Path]]:
+    """What proves a combination, as pytest arguments: "all" runs every test;
+    a smaller one runs its layers' own tests (the core alone: its packaging
+    tests), then the cross-package tests of tests/ (those needing a package
+    outside the combination skip)."""
+    if name == "all":
+        return [[]]  # pyproject.toml's testpaths
+    if COMBINATIONS[name] is None:
+        return [[ROOT / "packages" / "openreg-runtime" / "tests"]]
+    layers = [p.name for p in PACKAGES if p.extra and p.name in combination_packages(name)]
+    own = ([ROOT / "packages" / layer / "tests" for layer in layers]
+           or [TORCH_OPENREG_TESTS / "test_package.py", TORCH_OPENREG_TESTS / "test_layer_versions.py"])
+    return [own, [ROOT / "tests", "-m", "needs_packages"]]
+
+
+def combination_environment(name: str) -> dict:
+    # tests/conftest.py fails a cross-package test whose packages belong to
+    # the combination but are missing, and skips it only when they do not.
+    return dict(os.environ, OPENREG_COMBINATION_PACKAGES=",".join(combination_packages(name)))
+
+
+def test_combination(python: Path, name: str, args: list[str]) -> None:
+    install_combination(python, name)
+    for tests in combination_tests(name):
+        run(python, "-m", "pytest", "-q", *tests, *args, env=combination_environment(name))
+
+
+def combination_command(args: list[str]) -> None:
+    """`tools/dev.py combination NAME [ARGS]`, run by hatch's environments."""
+    if not args or args[0] not in COMBINATIONS:
+        sys.exit(f"tools/dev.py combination NAME: NAME is one of {', '.join(COMBINATIONS)}")
+    here = Path(sys.prefix)
+    if here == Path(sys.base_prefix) or here == ROOT / ".venv":
+        sys.exit("tools/dev.py combination replaces the OpenReg packages of the environment it runs in: "
+                 "run it inside a combination's own environment (hatch run core:test)")
+    setup()
+    install_pins(here, combination_groups(args[0]))
+    try:
+        test_combination(here / "bin" / "python", args[0], args[1:])
+    except subprocess.CalledProcessError as failure:
+        sys.exit(failure.returncode)
+
+
+# ------------------------------------------------ CI's environments
+
+# Note [One torch for CI's environments]
+# Every environment CI makes needs torch, and unpacking it took 30 to 50 s
+# per environment on CI's 2-core machine. So CI installs the "torch" group
+# once, into build/combinations/_torch, and each environment reads it through
+# a .pth file in its site-packages: pip sees torch as installed and never
+# touches it, while each environment installs its own OpenReg packages and
+# its other pins as before. Nothing writes to the shared one after it is made.
+SHARED_TORCH = COMBINATION_ENVS / "_torch"
+
+
+def environment_python(environment: Path) -> Path:
+    return environment / "bin" / "python"
+
+
+def site_packages(environment: Path) -> Path:
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    found = subprocess.run([environment_python(environment), "-c", where], capture_output=True, text=True, check=True)
+    return Path(found.stdout.strip())
+
+
+def make_environment(name: str, groups: tuple[str, ...]) -> Path:
+    """build/combinations/NAME with `groups` pinned, torch from the shared one."""
+    environment = COMBINATION_ENVS / name
+    if not environment_python(environment).exists():
+        run(sys.executable, "-m", "venv", environment)
+    if "torch" in groups:
+        with shared_torch_lock():
+            if not environment_python(SHARED_TORCH).exists():
+                run(sys.executable, "-m", "venv", SHARED_TORCH)
+            install_pins(SHARED_TORCH, ("torch",))
+        (site_packages(environment) / "openreg-shared-torch.pth").write_text(f"{site_packages(SHARED_TORCH)}\n")
+    install_pins(environment, groups)
+    return environment
+
+
+@contextmanager
+def shared_torch_lock():
+    """Held while the shared torch is made: steps run in processes of their own, so the lock is a file."""
+    COMBINATION_ENVS.mkdir(parents=True, exist_ok=True)
+    with open(COMBINATION_ENVS / ".shared-torch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ci_combination(name: str, args: list[str]) -> None:
+    environment = make_environment(name, combination_groups(name))
+    test_combination(environment_python(environment), name, args)
+
+
+# ------------------------------------------------------- the plain path
+
+PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
+# Tests of the speed layers themselves: every other test of torch-openreg
+# runs on the plain build too.
+SPEED_LAYER_TESTS = TORCH_OPENREG_TESTS / "fast"
+
+
+def build_plain_wheel() -> Path:
+    """torch-openreg built without its speed layers (-DOPENREG_SPEED_LAYERS=OFF,
+    as if csrc/fast/ were deleted: Note [Deletable speed layers]). It reuses
+    setup's build folder: no plain file's compile command depends on the
+    option, so ninja relinks without csrc/fast/'s objects and compiles
+    nothing (the next setup, which says ON, relinks them back)."""
+    PLAIN_WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    for stale in PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl"):
+        stale.unlink()
+    run_logged("torch-openreg-plain", PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
+               "--config-settings=cmake.define.OPENREG_SPEED_LAYERS=OFF",
+               "--wheel-dir", PLAIN_WHEELHOUSE, ROOT / "packages" / "torch-openreg", env=build_environment())
+    (wheel,) = PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl")
+    return wheel
+
+
+def test_plain_path(args: list[str]) -> None:
+    """torch-openreg's suite but its speed layers' tests, and openreg-distributed's
+    collectives and training, on torch-openreg built without csrc/fast/, in an
+    environment of its own holding it and the other packages as built against
+    the full one (the public kernel API is the same)."""
+    plain = build_plain_wheel()
+    python = environment_python(make_environment("plain", (*combination_groups("all"), "models")))
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, plain,
+        *[p.name for p in PACKAGES if p.name != "torch-openreg"])
+    check_installed(python, [p.name for p in PACKAGES])
+    run(python, "-c", "import torch, torch_openreg._C as c; assert not c._fast_paths_enabled(), 'speed layers'")
+    run(python, "-m", "pytest", *CI_PYTEST, TORCH_OPENREG_TESTS, f"--ignore={SPEED_LAYER_TESTS}",
+        DISTRIBUTED_TESTS / "test_collectives.py", DISTRIBUTED_TESTS / "test_training.py", *args, env=ALL)
+
+
+# ----------------------------------------------------------- CI's steps
+
+# .venv holds every package: the "all" combination.
+ALL = combination_environment("all")
+# CI's pytest runs keep no cache (steps side by side would write it at once)
+# and name their ten slowest tests, for whoever balances the suite next.
+CI_PYTEST = ["-q", "-p", "no:cacheprovider", "--durations=10"]
+# The suite on the full build, every test once, in parts small enough to
+# balance: the layers' own suites run in their combinations.
+TORCH_OPENREG_LONGEST = [TORCH_OPENREG_TESTS / name for name in ("test_aot_inductor.py", "test_device_generic.py")]
+SUITE_PARTS = {
+    "suite-runtime-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tests"],
+    "suite-torch-openreg-longest": TORCH_OPENREG_LONGEST,
+    "suite-torch-openreg": [TORCH_OPENREG_TESTS, *[f"--ignore={path}" for path in TORCH_OPENREG_LONGEST]],
+}
+
+
+def pytest_step(tests: list) -> Callable[[list[str]], None]:
+    return lambda args: run(PYTHON, "-m", "pytest", *CI_PYTEST, *tests, *args, env=ALL)
+
+
+# Each step takes the pytest arguments given to `tools/dev.py test`.
+CI_STEPS = {
+    "docs": lambda args: run(*BUILD_DOCS),
+    "sanitize": lambda args: run(PYTHON, "tools/sanitize.py"),
+    **{f"combination-{name}": (lambda args, name=name: ci_combination(name, args)) for name in CI_COMBINATIONS},
+    "plain-path": test_plain_path,
+    **{part: pytest_step(tests) for part, tests in SUITE_PARTS.items()},
+}
+
+
+# ------------------------------------------------------ CI's scheduler
+
+# Note [CI's scheduler]
+# After the builds, CI's checks take about half an hour one after another,
+# and most keep one core busy (pytest, the guide's snippets, a linker). So
+# `tools/dev.py test` runs as many steps side by side as the machine has
+# cores. Each step is `tools/ci.py step NAME` in a process of its own, its
+# output in build/logs/ci-NAME.log, printed whole when it ends, so outputs
+# never interleave. The steps start longest first, by the time each took
+# when last measured, and each worker takes the next step as soon as it is
+# free (list scheduling, longest first: never worse than 4/3 of the best
+# split, and robust to a step that runs longer than measured). The times
+# come from the last run here (ci-step-times.json under build/logs/), else from the
+# last fresh-clone run, committed as tools/ci_step_times.json. Steps write
+# nothing in common: .venv is only read, each environment of
+# build/combinations is a step's own (the shared torch is made once, under a
+# lock), the sanitizer has its own build folder, and pytest keeps no cache.
+# A failed step lets the running ones finish and starts no more.
+MEASURED_TIMES = BUILD_LOGS / "ci-step-times.json"
+COMMITTED_TIMES = ROOT / "tools" / "ci_step_times.json"
+
+
+def expected_times() -> dict[str, float]:
+    """Each step's last measured time in seconds (a step never measured: infinity, so it starts first)."""
+    times = {}
+    for source in (COMMITTED_TIMES, MEASURED_TIMES):
+        if source.exists():
+            times.update(json.loads(source.read_text()))
+    return {name: times.get(name, math.inf) for name in CI_STEPS}
+
+
+# LITERALINCLUDE START: SCHEDULE
+def schedule() -> list[str]:
+    """CI's steps, longest first."""
+    times = expected_times()
+    return sorted(CI_STEPS, key=lambda name: -times[name])
+# LITERALINCLUDE END: SCHEDULE
+
+
+def busy_cpu_seconds() -> float | None:
+    """Seconds the machine's cores have been busy since boot (Linux; None elsewhere)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system = (int(f) for f in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def run_steps(args: list[str], workers: int) -> None:
+    """Runs every step, `workers` at a time, longest first (Note [CI's
+    scheduler]); exits with the first failed step's status once the running
+    ones have stopped."""
+    BUILD_LOGS.mkdir(parents=True, exist_ok=True)
+    pending, lock, failures, times, ran_on = schedule(), threading.Lock(), [], {}, {}
+
+    def worker(number: int) -> None:
+        while True:
+            with lock:
+                if failures or not pending:
+                    return
+                name = pending.pop(0)
+            log_path, start = BUILD_LOGS / f"ci-{name}.log", time.monotonic()
+            with open(log_path, "w") as log:
+                code = subprocess.run([sys.executable, __file__, "step", name, *args], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT).returncode
+            with lock:
+                times[name], ran_on[name] = time.monotonic() - start, number
+                print(f"\n===== {name}: {'passed' if code == 0 else 'FAILED'} in {elapsed(times[name])}",
+                      flush=True)
+                print(log_path.read_text(errors="replace"), flush=True)
+                if code != 0:
+                    failures.append(code)
+
+    start, busy_at_start = time.monotonic(), busy_cpu_seconds()
+    threads = [threading.Thread(target=worker, args=(number,)) for number in range(1, workers + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for number in range(1, workers + 1):
+        print(f"worker {number}: " + ", ".join(f"{name} {elapsed(times[name])}" for name in times
+                                              if ran_on[name] == number))
+    wall = time.monotonic() - start
+    busy = busy_cpu_seconds()
+    usage = (f", the cores {100 * (busy - busy_at_start) / (wall * (os.cpu_count() or 1)):.0f}% busy"
+             if busy is not None and busy_at_start is not None else "")
+    print(f"all steps: {elapsed(wall)} on {workers} workers{usage}", flush=True)
+    if not failures:  # a failed run's times are not the steps' times
+        MEASURED_TIMES.write_text(json.dumps({name: round(t, 1) for name, t in times.items()}, indent=1) + "\n")
+        print(f"step times saved to {MEASURED_TIMES.relative_to(ROOT)}")
+    if failures:
+        sys.exit(failures[0])
+
+
+def test(args: list[str]) -> None:
+    """`tools/dev.py test ARGS`, after setup: the quick checks, then every step."""
+    for check in (["tools/docs_check.py"], ["tools/size_report.py"], ["tools/api_check.py"],
+                  ["-m", "ruff", "check", "."]):
+        run(PYTHON, *check)
+    run_steps(args, workers=max(2, os.cpu_count() or 2))
+
+
+def main() -> None:
+    command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "steps":
+        times = expected_times()
+        for name in schedule():
+            print(f"{name:36} {elapsed(times[name]) if math.isfinite(times[name]) else 'never measured'}")
+        return
+    if command == "step" and args and args[0] in CI_STEPS:
+        try:
+            return CI_STEPS[args[0]](args[1:])
+        except subprocess.CalledProcessError as failure:
+            sys.exit(failure.returncode)
+    sys.exit(__doc__ + f"\nsteps: {', '.join(CI_STEPS)}")
+
+
+if __name__ == "__main__":
+    main()
