@@ -20,11 +20,18 @@ myst_heading_anchors = 3
 # every page, previous/next links, and a content column wide enough for code.
 html_theme = "pydata_sphinx_theme"
 html_title = "OpenReg integration guide"
+# A part that is one page has no pages to list in the sidebar: it lists the
+# page's own sections there instead.
+html_sidebars = {page: ["page-toc"] for page in ("troubleshooting", "packaging", "testing-combinations",
+                                                  "writing-the-guide")}
 html_theme_options = {
     "navigation_depth": 3,
     "show_nav_level": 2,  # each part's pages listed in the sidebar, unfolded
     "show_prev_next": True,
     "secondary_sidebar_items": [],  # the width goes to the article (code, tables)
+    # Ten parts: the first six across the top, the rest under "More", so the
+    # bar keeps to one row on a 1366-pixel screen.
+    "header_links_before_dropdown": 6,
     "footer_start": ["copyright"],
     "footer_end": [],
 }
