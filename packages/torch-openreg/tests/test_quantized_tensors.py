@@ -105,6 +105,28 @@ def test_quantized_tensors_land_on_the_device_asked_for_whichever_is_current():
     assert torch.openreg.current_device() == 0
 
 
+def test_per_channel_float_zero_points_give_the_cpu_s_integers():
+    torch.manual_seed(0)
+    x, scales, zero_points = torch.randn(4, 6), torch.rand(4) + 0.01, torch.randn(4) * 3
+    on_cpu = torch.quantize_per_channel(x, scales, zero_points, 0, torch.quint8)
+    on_device = torch.quantize_per_channel(x.to("openreg"), scales, zero_points, 0, torch.quint8)
+    assert on_device.qscheme() == torch.per_channel_affine_float_qparams
+    assert_same_quantized(on_device, on_cpu)
+
+
+def test_a_saved_quantized_tensor_loads_onto_openreg(tmp_path):
+    torch.manual_seed(0)
+    saved = {"per_tensor": torch.quantize_per_tensor(torch.randn(3, 4), 0.1, 2, torch.qint8),
+             "per_channel": torch.quantize_per_channel(torch.randn(3, 4), torch.rand(3) + 0.01,
+                                                       torch.tensor([0, 1, 2]), 0, torch.quint8)}
+    torch.save(saved, tmp_path / "quantized.pt")
+    for device in ("openreg:0", "openreg:1"):
+        loaded = torch.load(tmp_path / "quantized.pt", map_location=device)
+        for name, original in saved.items():
+            assert loaded[name].device == torch.device(device)
+            assert_same_quantized(loaded[name], original)
+
+
 def test_wrong_quantized_copies_are_refused_as_on_the_cpu():
     quantized = torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.qint8)
     with pytest.raises(RuntimeError, match="Copying from quantized Tensor to non-quantized Tensor is not allowed"):

@@ -20,6 +20,7 @@
 #include <ATen/ops/qscheme_native.h>
 #include <ATen/ops/quantize_per_channel_native.h>
 #include <ATen/ops/quantize_per_tensor_native.h>
+#include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -37,6 +38,11 @@ REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_tensor_affine_stub, &torch_o
 REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_channel_affine_stub, &torch_openreg::native::quantizePerChannel)
 REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_affine_stub,
                               &torch_openreg::native::dequantizePerChannel)
+// Per channel with float zero points (torch.quantize_per_channel given float zero_points).
+REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_channel_float_qparams_stub,
+                              &torch_openreg::native::quantizePerChannelFloatQparams)
+REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_float_qparams_stub,
+                              &torch_openreg::native::dequantizePerChannelFloatQparams)
 }  // namespace at::native
 
 namespace torch_openreg {
@@ -98,6 +104,7 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("qscheme", ON_ARGUMENTS_DEVICE(at::native::qscheme_quant));
   m.impl("as_strided", ON_ARGUMENTS_DEVICE(at::native::as_strided_qtensorimpl));
   m.impl("view", ON_ARGUMENTS_DEVICE(at::native::view));
+  m.impl("set_.source_Storage_storage_offset", ON_ARGUMENTS_DEVICE(at::native::set_storage_quantized_));  // torch.load
   m.impl("clone", ON_ARGUMENTS_DEVICE(at::native::quantized_clone));
   m.impl("int_repr", ON_ARGUMENTS_DEVICE(native::intRepr));
   m.impl("copy_", ON_ARGUMENTS_DEVICE(native::quantizedCopy));

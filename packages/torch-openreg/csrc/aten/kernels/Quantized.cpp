@@ -97,28 +97,57 @@ void dequantizePerTensor(const at::Tensor& quantized, at::Tensor& real, double s
                });
 }
 
+namespace {
+
+// Per channel, affine or with float zero points: the CPU's stub of that
+// scheme over the device's views.
+template <typename CpuStub>
+void quantizeByChannel(const char* name, CpuStub& cpuStub, const at::Tensor& real, at::Tensor& quantized,
+                       const at::Tensor& scales, const at::Tensor& zeroPoints, int64_t axis) {
+  launchKernel(name, {real, integersOf(quantized), onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
+               [&cpuStub, quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
+                 at::Tensor q = quantizedCpuView(views[1], quantizer);
+                 cpuStub(c10::DeviceType::CPU, views[0], q, views[2], views[3], axis);
+               });
+}
+
+template <typename CpuStub>
+void dequantizeByChannel(const char* name, CpuStub& cpuStub, const at::Tensor& quantized, at::Tensor& real,
+                         const at::Tensor& scales, const at::Tensor& zeroPoints, int64_t axis) {
+  launchKernel(name, {integersOf(quantized), real, onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
+               [&cpuStub, quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
+                 cpuStub(c10::DeviceType::CPU, quantizedCpuView(views[0], quantizer), views[1], views[2], views[3],
+                         axis);
+               });
+}
+
+}  // namespace
+
 void quantizePerChannel(const at::Tensor& real, at::Tensor& quantized, const at::Tensor& scales,
                         const at::Tensor& zeroPoints, int64_t axis) {
   checkZeroPoints("quantize_tensor_per_channel_affine", zeroPoints, quantized.scalar_type());
-  launchKernel("quantize_per_channel",
-               {real, integersOf(quantized), onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
-               [quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
-                 at::Tensor q = quantizedCpuView(views[1], quantizer);
-                 at::native::quantize_tensor_per_channel_affine_stub(c10::DeviceType::CPU, views[0], q, views[2],
-                                                                     views[3], axis);
-               });
+  quantizeByChannel("quantize_per_channel", at::native::quantize_tensor_per_channel_affine_stub, real, quantized,
+                    scales, zeroPoints, axis);
 }
 
 void dequantizePerChannel(const at::Tensor& quantized, at::Tensor& real, const at::Tensor& scales,
                           const at::Tensor& zeroPoints, int64_t axis) {
   checkZeroPoints("dequantize_tensor_per_channel_affine", zeroPoints, quantized.scalar_type());
-  launchKernel("dequantize_per_channel",
-               {integersOf(quantized), real, onDeviceOf(scales, real), onDeviceOf(zeroPoints, real)},
-               [quantizer = quantizerOf(quantized), axis](std::vector<at::Tensor>& views) {
-                 at::native::dequantize_tensor_per_channel_affine_stub(
-                     c10::DeviceType::CPU, quantizedCpuView(views[0], quantizer), views[1], views[2], views[3],
-                     axis);
-               });
+  dequantizeByChannel("dequantize_per_channel", at::native::dequantize_tensor_per_channel_affine_stub, quantized,
+                      real, scales, zeroPoints, axis);
+}
+
+void quantizePerChannelFloatQparams(const at::Tensor& real, at::Tensor& quantized, const at::Tensor& scales,
+                                    const at::Tensor& zeroPoints, int64_t axis) {
+  quantizeByChannel("quantize_per_channel_float_qparams", at::native::quantize_tensor_per_channel_float_qparams_stub,
+                    real, quantized, scales, zeroPoints, axis);
+}
+
+void dequantizePerChannelFloatQparams(const at::Tensor& quantized, at::Tensor& real, const at::Tensor& scales,
+                                      const at::Tensor& zeroPoints, int64_t axis) {
+  dequantizeByChannel("dequantize_per_channel_float_qparams",
+                      at::native::dequantize_tensor_per_channel_float_qparams_stub, quantized, real, scales,
+                      zeroPoints, axis);
 }
 
 at::Tensor intRepr(const at::Tensor& self) { return integersOf(self).clone(self.suggest_memory_format()); }

@@ -18,6 +18,12 @@ void dequantizePerChannel(const at::Tensor& quantized, at::Tensor& real, const a
                           const at::Tensor& zeroPoints, int64_t axis);
 
 // The operators whose CPU and CUDA kernels are device-specific.
+// The same, with float zero points (not range-checked: the CPU's kernels take any).
+void quantizePerChannelFloatQparams(const at::Tensor& real, at::Tensor& quantized, const at::Tensor& scales,
+                                    const at::Tensor& zeroPoints, int64_t axis);
+void dequantizePerChannelFloatQparams(const at::Tensor& quantized, at::Tensor& real, const at::Tensor& scales,
+                                      const at::Tensor& zeroPoints, int64_t axis);
+
 at::Tensor intRepr(const at::Tensor& self);
 at::Tensor makePerTensorQuantized(const at::Tensor& self, double scale, int64_t zeroPoint);
 at::Tensor& quantizedCopy(at::Tensor& self, const at::Tensor& src, bool nonBlocking);
