@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import gc
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -201,6 +202,33 @@ def test_unsupported_modes_are_refused_by_name(python, tmp_path):
     assert len(messages) == 2
     assert "openreg does not support aot_inductor.use_runtime_constant_folding" in messages[0]
     assert "openreg does not support torch.compile with cpp_wrapper=True" in messages[1]
+
+
+def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(compiled, python, tmp_path):
+    """The package records the kernel API MAJOR it was compiled against; one
+    recording 999 stands for a package built by another torch-openreg. In a
+    child, as above."""
+    assert torch._inductor.aoti_load_package(compiled["mlp"].package) is not None  # this API's packages load
+    message = python.json("""
+        import json
+        import torch
+        import torch_openreg._compile.aot_inductor as aot
+        aot.KERNEL_API_MAJOR = "999"
+        model = torch.nn.Linear(4, 2).to("openreg")
+        x = torch.randn(2, 4, device="openreg")
+        with torch.no_grad():
+            package = torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)))
+        try:
+            torch._inductor.aoti_load_package(package)
+            print(json.dumps("loaded"))
+        except Exception as error:
+            print(json.dumps(str(error)))
+    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=300)
+    version = (Path(torch_openreg.get_include()) / "torch_openreg" / "Version.h").read_text()
+    major, minor = (re.search(rf"TORCH_OPENREG_API_VERSION_{part} (\d+)", version).group(1)
+                    for part in ("MAJOR", "MINOR"))
+    assert "built for torch-openreg's kernel API 999.x" in message, message
+    assert f"this torch-openreg has kernel API {major}.{minor}" in message, message
 
 
 # ---------------------------------------------------------------- from C++

@@ -5,6 +5,8 @@
 // device's memory. Not here: the kernels' launch (AotLaunch.cpp) or the code
 // the model runs (torch_openreg/_compile/aot_inductor.py generates it).
 #include <c10/core/DeviceGuard.h>
+#include <dlfcn.h>
+#include <torch_openreg/Version.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 
 #include <memory>
@@ -35,7 +37,8 @@ class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
   // device_str is "openreg" or "openreg:N"; no index means the current device.
   OpenRegModelRunner(const std::string& model_so_path, size_t num_models, const std::string& device_str,
                      const std::string& cubin_dir, bool run_single_threaded)
-      : AOTIModelContainerRunner(model_so_path, num_models, "cpu", cubin_dir, run_single_threaded),
+      : AOTIModelContainerRunner(builtForThisKernelApi(model_so_path), num_models, "cpu", cubin_dir,
+                                 run_single_threaded),
         device_(modelDevice(device_str)) {
     c10::DeviceGuard onDevice(device_);
     run_const_fold(/*use_inactive=*/false);
@@ -51,6 +54,24 @@ class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
   }
 
  private:
+  // A model calls torch_openreg_launch_kernel with the argument layout of
+  // the kernel API it was compiled against (AotLaunch.h), and records that
+  // API's MAJOR version (aot_inductor.py, kernel_api_record). Refuse a model
+  // of another MAJOR before its constant folding launches anything.
+  static const std::string& builtForThisKernelApi(const std::string& model_so_path) {
+    void* library = dlopen(model_so_path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    TORCH_CHECK(library != nullptr, "cannot load the AOTInductor model ", model_so_path, ": ", dlerror());
+    auto recorded = reinterpret_cast<int (*)()>(dlsym(library, "torch_openreg_model_kernel_api_major"));
+    int major = recorded != nullptr ? recorded() : -1;
+    dlclose(library);
+    TORCH_CHECK(major == TORCH_OPENREG_API_VERSION_MAJOR, "this AOTInductor package was built for torch-openreg's "
+                "kernel API ", major < 0 ? std::string("of a torch-openreg that did not record it") : std::to_string(major) + ".x",
+                ", and this torch-openreg has kernel API ", TORCH_OPENREG_API_VERSION_MAJOR, ".",
+                TORCH_OPENREG_API_VERSION_MINOR, ": compile and package the model again with this torch-openreg "
+                "(torch._inductor.aoti_compile_and_package)");
+    return model_so_path;
+  }
+
   static c10::Device modelDevice(const std::string& device_str) {
     c10::Device device(device_str);
     TORCH_CHECK_VALUE(device.is_privateuseone(), "the openreg model runner cannot run a model on ", device_str);

@@ -16,6 +16,7 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 #include "Export.h"  // quoted: a model's wrapper includes this header by its path
+#include "Version.h"  // the kernel API version a model records (aot_inductor.py, kernel_api_record)
 
 #ifdef __cplusplus
 extern "C" {

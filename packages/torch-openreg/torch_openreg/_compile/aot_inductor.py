@@ -62,6 +62,18 @@ def launch_header() -> str:
     the shims (include/torch_openreg/AotLaunch.h), by their installed path,
     since AOTInductor gives a device no include directory of its own."""
     return f'#include "{torch_openreg.get_include()}/torch_openreg/AotLaunch.h"'
+
+
+# The kernel API's MAJOR version the model is compiled against, as the model
+# records it: the runner refuses a model of another MAJOR version
+# (csrc/compile/AotRunner.cpp), whose launches would pass arguments laid out
+# for another torch_openreg_launch_kernel.
+KERNEL_API_MAJOR = "TORCH_OPENREG_API_VERSION_MAJOR"
+
+
+def kernel_api_record() -> str:
+    return (f'extern "C" __attribute__((visibility("default"))) int torch_openreg_model_kernel_api_major() '
+            f'{{ return {KERNEL_API_MAJOR}; }}')
 # LITERALINCLUDE END: AOT_LAUNCH_PRELUDE
 
 
@@ -141,6 +153,7 @@ class OpenRegCppWrapperCodegen(HoldsCppCodegenConfig, CppWrapperCpu):
         super().add_device_include(KERNEL_DEVICE)
         if V.graph.aot_mode:
             self.header.writeline(launch_header())
+            self.header.writeline(kernel_api_record())
 
     def codegen_device(self, device: torch.device) -> str:
         # The model runtime names openreg as the PrivateUse1 device type. The
