@@ -23,8 +23,8 @@
 #include "aten/OperatorCall.h"
 #include "aten/SpeedLayer.h"
 #include "runtime/Device.h"
+#include "runtime/Stream.h"
 #include "runtime/TimingOnlyMemory.h"
-#include "graphs/Graph.h"
 
 // LITERALINCLUDE START: EXECUTOR_NOTE
 // Note [The device executor]

@@ -4,7 +4,6 @@
 // Random kernels draw new numbers at every replay (Note [Random numbers in
 // graphs] in Generator.cpp). Not here: torch.cuda.CUDAGraph's capture of
 // several streams joined by events, which openreg graphs do not support.
-#include "graphs/Graph.h"
 
 #include <ATen/core/GraphImplInterface.h>
 
@@ -162,12 +161,6 @@ class OpenRegGraph final : public at::GraphImplInterface {
 };
 
 }  // namespace
-
-bool streamIsCapturing(c10::DeviceIndex device) {
-  orStreamCaptureStatus status = orStreamCaptureStatusNone;
-  OPENREG_CHECK(orStreamIsCapturing(nativeStream(currentStream(device)), &status));
-  return status != orStreamCaptureStatusNone;
-}
 
 }  // namespace torch_openreg
 

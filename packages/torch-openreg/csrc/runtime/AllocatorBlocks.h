@@ -2,7 +2,7 @@
 // segment the runtime gave (orMalloc), and the pools that order free blocks
 // for reuse (Note [How the caching allocator reuses memory] in
 // DeviceAllocator.cpp). Shared by the allocator and the graphs' private
-// pools (graphs/GraphPools.h); guarded by the device cache's mutex.
+// pools (runtime/PrivatePools.h); guarded by the device cache's mutex.
 #pragma once
 
 #include <c10/core/Device.h>

@@ -1,4 +1,4 @@
-// GraphPools.h - the device allocator's private pools for graph captures:
+// PrivatePools.h - the device allocator's private pools, for graph captures:
 // which pool a capturing stream allocates from, and when a pool may go.
 // Not here: the blocks themselves (runtime/AllocatorBlocks.h) or giving a
 // pool's segments back to the runtime (the device cache does, in
@@ -46,7 +46,7 @@ struct CaptureTarget {
 };
 // LITERALINCLUDE END: GRAPH_PRIVATE_POOL
 
-class GraphPools {
+class PrivatePools {
  public:
   // From now on stream's allocations come from pool id (made on first use),
   // which one more graph uses. othersForbidden: another stream of the device

@@ -123,4 +123,10 @@ c10::Stream streamFromPool(c10::DeviceIndex device, int priority) {
   return asStream(device, stream);
 }
 
+bool streamIsCapturing(c10::DeviceIndex device) {
+  orStreamCaptureStatus status = orStreamCaptureStatusNone;
+  OPENREG_CHECK(orStreamIsCapturing(nativeStream(currentStream(device)), &status));
+  return status != orStreamCaptureStatusNone;
+}
+
 }  // namespace torch_openreg

@@ -24,4 +24,8 @@ c10::Stream streamFromPool(c10::DeviceIndex device, int priority);
 // Throws unless stream is an openreg stream of a valid device.
 void checkStream(const c10::Stream& stream);
 
+// Whether the calling thread's current stream on device is capturing a
+// graph: work queued now is recorded, not run, and nothing may wait for it.
+bool streamIsCapturing(c10::DeviceIndex device);
+
 }  // namespace torch_openreg
