@@ -6,6 +6,7 @@
 
 #include "aten/OperatorCall.h"
 #include "aten/kernels/Launch.h"
+#include "runtime/DeviceAllocator.h"
 
 namespace torch_openreg {
 namespace {
@@ -31,6 +32,13 @@ void noTestingHooks(void*) {}
 SpeedLayer layer{&inferOnMeta, &noOutVariant, &copyResultsInstead, &plainLaunch,
                  &computeThenCopy, &nothingCached, &noTestingHooks};
 std::atomic<bool> installed{false};
+
+// torch.openreg.empty_cache() (and torch.accelerator's) releases the speed
+// layer's caches with the allocator's.
+const bool releasedWithTheAllocator = [] {
+  alsoOnEmptyCache([] { layer.emptyCache(); });
+  return true;
+}();
 
 }  // namespace
 

@@ -48,7 +48,7 @@ struct SpeedLayer {
   // compute, then copy each result into its output (storeResult).
   void (*computeInto)(const char* plan, c10::ArrayRef<at::Tensor> tensors, c10::IntArrayRef arguments,
                       c10::ArrayRef<at::Tensor> outputs, const std::function<std::vector<at::Tensor>()>& compute);
-  // torch.openreg.empty_cache(): releases what the speed layer caches.
+  // torch.openreg.empty_cache() (alsoOnEmptyCache): releases what the speed layer caches.
   // Plain: nothing.
   void (*emptyCache)();
   // Adds the speed layer's observation hooks for its tests to testing, the

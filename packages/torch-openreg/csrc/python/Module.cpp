@@ -5,24 +5,20 @@
 // torch.Event is deliberately not duplicated here.
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
-#include <pybind11/complex.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/ScalarTypeToTypeMeta.h>
 #include <torch_openreg/Check.h>
+#include <torch_openreg/Kernel.h>
 
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "aten/Executor.h"
 #include "aten/Fallback.h"
-#include "aten/SpeedLayer.h"
 #include "compile/CompiledKernel.h"
 #include "python/Module.h"
-#include "python/TestingHooks.h"
 #include "runtime/Device.h"
-#include "profiler/ActivityRecording.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
 #include "profiler/Profiler.h"
@@ -36,97 +32,6 @@ namespace {
 
 py::bytes activityBytes(const std::vector<orActivity>& records) {
   return py::bytes(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(orActivity));
-}
-
-py::object scalarValue(const c10::IValue& value) {
-  if (value.isBool()) return py::bool_(value.toBool());
-  if (value.isInt()) return py::int_(value.toInt());
-  if (value.isDouble()) return py::float_(value.toDouble());
-  if (value.isComplexDouble()) return py::cast(static_cast<std::complex<double>>(value.toComplexDouble()));
-  py::list list;  // a list of scalars
-  for (const c10::IValue& element : value.toListRef()) list.append(scalarValue(element));
-  return list;
-}
-
-// (name, shapes, dtypes, concrete inputs), the last three as torch.profiler's
-// record_shapes gives them (structured_input_shapes(), dtypes(),
-// concrete_inputs()).
-py::tuple operatorTuple(const OperatorRecord& record) {
-  py::list shapes, dtypes, values;
-  for (const RecordedArgument& argument : record.arguments) {
-    switch (argument.kind) {
-      case RecordedArgument::kTensor:
-        shapes.append(py::cast(argument.sizes[0]));
-        dtypes.append(std::string(c10::scalarTypeToTypeMeta(argument.dtype).name()));
-        values.append(py::none());
-        break;
-      case RecordedArgument::kTensorList:
-        shapes.append(py::cast(argument.sizes));
-        dtypes.append("TensorList");
-        values.append(py::none());
-        break;
-      case RecordedArgument::kScalar:
-      case RecordedArgument::kScalarList:
-        shapes.append(py::list());
-        dtypes.append(argument.kind == RecordedArgument::kScalar ? "Scalar" : "ScalarList");
-        values.append(scalarValue(argument.value));
-        break;
-      case RecordedArgument::kOther:
-        shapes.append(py::list());
-        dtypes.append("");
-        values.append(py::none());
-        break;
-    }
-  }
-  return py::make_tuple(record.name, shapes, dtypes, values);
-}
-
-// Exact, unlike printing: two doubles that print alike are different keys.
-void appendValueKey(std::string& key, const c10::IValue& value) {
-  if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef()) appendValueKey(key, element);
-    return;
-  }
-  key += value.tagKind();
-  if (value.isDouble()) {
-    double number = value.toDouble();
-    key.append(reinterpret_cast<const char*>(&number), sizeof number);
-  } else if (value.isComplexDouble()) {
-    auto number = static_cast<std::complex<double>>(value.toComplexDouble());
-    key.append(reinterpret_cast<const char*>(&number), sizeof number);
-  } else {
-    key += std::to_string(value.isBool() ? value.toBool() : value.toInt());
-  }
-  key += ',';
-}
-
-// A key equal for equal calls: a training loop makes the same calls every
-// step, and Python gets one tuple per distinct call.
-std::string callKey(const OperatorRecord& record) {
-  std::string key = record.name;
-  for (const RecordedArgument& argument : record.arguments) {
-    key += '|';
-    key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
-    for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
-    if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
-      appendValueKey(key, argument.value);
-    }
-  }
-  return key;
-}
-
-// (ids, calls): calls[i] is the call that ids[i] names; equal calls share
-// one tuple (operatorTuple).
-py::tuple operatorCalls(const std::vector<OperatorRecord>& records) {
-  std::unordered_map<std::string, py::tuple> distinct;
-  py::list ids, calls;
-  for (const OperatorRecord& record : records) {
-    auto [entry, added] = distinct.try_emplace(callKey(record));
-    if (added) entry->second = operatorTuple(record);
-    ids.append(record.id);
-    calls.append(entry->second);
-  }
-  return py::make_tuple(ids, calls);
 }
 
 // The caching allocator's statistics under the keys torch.cuda.memory_stats
@@ -224,10 +129,8 @@ void bindModule(py::module_ m) {
   });
   m.def("_empty_cache", [] {
     deviceAllocator()->emptyCache({0, 0});
-    speedLayer().emptyCache();
   });
   bindCompiledKernel(m);
-  bindTestingHooks(m.def_submodule("_testing", "Hooks for tests; not an API."));
   m.def("_fast_paths_enabled", [] { return fastPathsEnabled(); });
   // A Python kernel's CPU views of device memory (ops/launch.py) are valid
   // only while the kernel runs: afterwards they, and every view of them,
@@ -249,17 +152,6 @@ void bindModule(py::module_ m) {
   });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_profiler_activity", [] { return py::make_tuple(activityBytes(lastSessionRecords()), sizeof(orActivity)); });
-  m.def("_start_activity_recording", [] { startActivityRecording(); });
-  // Without the GIL while it waits for the devices (a kernel may need it).
-  m.def("_stop_activity_recording", [] {
-    ActivityRecordingResult result;
-    {
-      py::gil_scoped_release released;
-      result = stopActivityRecording();
-    }
-    return py::make_tuple(activityBytes(result.activity), sizeof(orActivity), operatorCalls(result.operators),
-                          py::cast(result.operatorStartsNs), result.droppedMessage);
-  });
   m.def("_reset_fallback_counts", [] { resetFallbackCounts(); });
   m.def("_executor_counts", [] {
     py::dict out;
@@ -282,6 +174,17 @@ void bindModule(py::module_ m) {
   m.def("_get_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });
   m.def("_get_layout_tag", [](const at::Tensor& t) { return layoutTag(t); });
+  // The rest comes from files a vendor may leave out (ModuleBinding).
+  for (const ModuleBinding* binding : moduleBindings()) binding->bind(m);
+}
+
+ModuleBinding::ModuleBinding(void (*bindInto)(pybind11::module_)) : bind(bindInto) {
+  moduleBindings().push_back(this);
+}
+
+std::vector<const ModuleBinding*>& moduleBindings() {
+  static std::vector<const ModuleBinding*> bindings;
+  return bindings;
 }
 
 }  // namespace torch_openreg

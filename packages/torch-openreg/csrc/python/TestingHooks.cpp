@@ -2,7 +2,9 @@
 // the backend (forced scenarios, statistics). Not an API: nothing in
 // torch.openreg exposes these, and they may change. A speed layer adds its
 // own (SpeedLayer.h).
-#include "python/TestingHooks.h"
+#include <torch/csrc/utils/pybind.h>
+
+#include "python/Module.h"
 
 #include "aten/SpeedLayer.h"
 #include "profiler/ActivityDrain.h"
@@ -11,9 +13,16 @@ namespace py = pybind11;
 
 namespace torch_openreg {
 
-void bindTestingHooks(py::module_ m) {
+namespace {
+
+void bindTestingHooks(py::module_ module) {
+  py::module_ m = module.def_submodule("_testing", "Hooks for tests; not an API.");
   m.def("pause_draining", [](bool paused) { pauseDrainingForTesting(paused); });
   speedLayer().addTestingHooks(m.ptr());
 }
+
+const ModuleBinding binding(&bindTestingHooks);
+
+}  // namespace
 
 }  // namespace torch_openreg

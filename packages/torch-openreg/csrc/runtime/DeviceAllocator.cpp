@@ -40,7 +40,7 @@
 
 #include <torch_openreg/Check.h>
 
-#include "graphs/GraphPools.h"
+#include "runtime/PrivatePools.h"
 #include "runtime/AllocatorBlocks.h"
 #include "runtime/Device.h"
 #include "runtime/Event.h"
@@ -180,7 +180,7 @@ class DeviceCache {
     return fraction_.value_or(1.0);
   }
 
-  // Note [Graph memory pools] (graphs/GraphPools.h)
+  // Note [Graph memory pools] (runtime/PrivatePools.h)
   void beginAllocateToPool(c10::MempoolId_t id, orStream_t stream, bool othersForbidden) {
     std::lock_guard<std::mutex> lock(mutex_);
     graphPools_.beginCapture(id, stream, othersForbidden);
@@ -467,7 +467,7 @@ class DeviceCache {
   const bool caching_;
   std::mutex mutex_;
   Pool small_, large_;
-  GraphPools graphPools_;
+  PrivatePools graphPools_;
   std::deque<std::pair<RecordedEvent, Block*>> pending_;
   DeviceStats stats_;
   // Note [Per-process memory fraction]: unset until set_per_process_memory_fraction.
@@ -513,10 +513,17 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
 
   // Returns every cached block no live tensor holds to the runtime, on every
-  // device (torch.openreg.empty_cache). Blocks waiting for a stream's work
-  // stay until it finishes.
+  // device (torch.openreg.empty_cache, torch.accelerator.empty_cache), then
+  // runs the releases added by alsoOnEmptyCache. Blocks waiting for a
+  // stream's work stay until it finishes.
   void emptyCache(c10::MempoolId_t /*pool*/) override {
     for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) cache(d).emptyCache();
+    for (void (*release)() : cacheReleases()) release();
+  }
+
+  static std::vector<void (*)()>& cacheReleases() {
+    static std::vector<void (*)()> releases;
+    return releases;
   }
 
   // Tensor.record_stream: ptr's block is not reused, once freed, until the
@@ -594,6 +601,8 @@ c10::DeviceAllocator* deviceAllocator() { return &allocatorInstance; }
 Block* blockOf(const c10::DataPtr& memory) {
   return memory.get_deleter() == &deleteBlock ? static_cast<Block*>(memory.get_context()) : nullptr;
 }
+
+void alsoOnEmptyCache(void (*release)()) { OpenRegDeviceAllocator::cacheReleases().push_back(release); }
 
 void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool, orStream_t stream, bool othersForbidden) {
   allocatorInstance.cache(device).beginAllocateToPool(pool, stream, othersForbidden);

@@ -13,11 +13,16 @@ namespace torch_openreg {
 
 c10::DeviceAllocator* deviceAllocator();
 
+// release runs whenever the cache is emptied: a part of the backend that
+// caches memory of its own (a speed layer) lets it go with the allocator's.
+// Called at load (static initialisers), before any emptyCache.
+void alsoOnEmptyCache(void (*release)());
+
 struct Block;
 // The block behind memory from deviceAllocator(); null for any other memory.
 Block* blockOf(const c10::DataPtr& memory);
 
-// Graph captures (Note [Graph memory pools] in graphs/GraphPools.h).
+// Graph captures (Note [Graph memory pools] in runtime/PrivatePools.h).
 // From now until endAllocateToPool, allocations on stream come from the
 // private pool pool of device (created on first use; each call counts one
 // more graph using it). othersForbidden: allocations on the device's other

@@ -1,0 +1,131 @@
+// ActivityBindings.cpp - torch_openreg._C's part for
+// torch.openreg.record_activity() (profiler/ActivityRecording.h): the
+// runtime's records of a region with the operator calls that queued them,
+// as Python reads them. Added to the module by a ModuleBinding (Module.h).
+#include <pybind11/complex.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <complex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "profiler/ActivityRecording.h"
+#include "python/Module.h"
+
+namespace py = pybind11;
+
+namespace torch_openreg {
+namespace {
+
+py::object scalarValue(const c10::IValue& value) {
+  if (value.isBool()) return py::bool_(value.toBool());
+  if (value.isInt()) return py::int_(value.toInt());
+  if (value.isDouble()) return py::float_(value.toDouble());
+  if (value.isComplexDouble()) return py::cast(static_cast<std::complex<double>>(value.toComplexDouble()));
+  py::list list;  // a list of scalars
+  for (const c10::IValue& element : value.toListRef()) list.append(scalarValue(element));
+  return list;
+}
+
+// (name, shapes, dtypes, concrete inputs), the last three as torch.profiler's
+// record_shapes gives them (structured_input_shapes(), dtypes(),
+// concrete_inputs()).
+py::tuple operatorTuple(const OperatorRecord& record) {
+  py::list shapes, dtypes, values;
+  for (const RecordedArgument& argument : record.arguments) {
+    switch (argument.kind) {
+      case RecordedArgument::kTensor:
+        shapes.append(py::cast(argument.sizes[0]));
+        dtypes.append(std::string(c10::scalarTypeToTypeMeta(argument.dtype).name()));
+        values.append(py::none());
+        break;
+      case RecordedArgument::kTensorList:
+        shapes.append(py::cast(argument.sizes));
+        dtypes.append("TensorList");
+        values.append(py::none());
+        break;
+      case RecordedArgument::kScalar:
+      case RecordedArgument::kScalarList:
+        shapes.append(py::list());
+        dtypes.append(argument.kind == RecordedArgument::kScalar ? "Scalar" : "ScalarList");
+        values.append(scalarValue(argument.value));
+        break;
+      case RecordedArgument::kOther:
+        shapes.append(py::list());
+        dtypes.append("");
+        values.append(py::none());
+        break;
+    }
+  }
+  return py::make_tuple(record.name, shapes, dtypes, values);
+}
+
+// Exact, unlike printing: two doubles that print alike are different keys.
+void appendValueKey(std::string& key, const c10::IValue& value) {
+  if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) appendValueKey(key, element);
+    return;
+  }
+  key += value.tagKind();
+  if (value.isDouble()) {
+    double number = value.toDouble();
+    key.append(reinterpret_cast<const char*>(&number), sizeof number);
+  } else if (value.isComplexDouble()) {
+    auto number = static_cast<std::complex<double>>(value.toComplexDouble());
+    key.append(reinterpret_cast<const char*>(&number), sizeof number);
+  } else {
+    key += std::to_string(value.isBool() ? value.toBool() : value.toInt());
+  }
+  key += ',';
+}
+
+// A key equal for equal calls: a training loop makes the same calls every
+// step, and Python gets one tuple per distinct call.
+std::string callKey(const OperatorRecord& record) {
+  std::string key = record.name;
+  for (const RecordedArgument& argument : record.arguments) {
+    key += '|';
+    key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
+    for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
+    if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
+      appendValueKey(key, argument.value);
+    }
+  }
+  return key;
+}
+
+// (ids, calls): calls[i] is the call that ids[i] names; equal calls share
+// one tuple (operatorTuple).
+py::tuple operatorCalls(const std::vector<OperatorRecord>& records) {
+  std::unordered_map<std::string, py::tuple> distinct;
+  py::list ids, calls;
+  for (const OperatorRecord& record : records) {
+    auto [entry, added] = distinct.try_emplace(callKey(record));
+    if (added) entry->second = operatorTuple(record);
+    ids.append(record.id);
+    calls.append(entry->second);
+  }
+  return py::make_tuple(ids, calls);
+}
+
+void bindActivityRecording(py::module_ m) {
+  m.def("_start_activity_recording", [] { startActivityRecording(); });
+  // Without the GIL while it waits for the devices (a kernel may need it).
+  m.def("_stop_activity_recording", [] {
+    ActivityRecordingResult result;
+    {
+      py::gil_scoped_release released;
+      result = stopActivityRecording();
+    }
+    py::bytes activity(reinterpret_cast<const char*>(result.activity.data()),
+                       result.activity.size() * sizeof(orActivity));
+    return py::make_tuple(activity, sizeof(orActivity), operatorCalls(result.operators),
+                          py::cast(result.operatorStartsNs), result.droppedMessage);
+  });
+}
+
+const ModuleBinding binding(&bindActivityRecording);
+
+}  // namespace
+}  // namespace torch_openreg
