@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "Backend.h"
+#include "SpeedLayer.h"
 #include "transports/GlooTransport.h"
 #include "transports/IpcTransport.h"
 
@@ -63,4 +64,6 @@ PYBIND11_MODULE(_C, m) {
            "Called by c10d on the ranks outside a new subgroup; occl needs nothing from them")
       .def_property_readonly("transport", &occl::OcclBackend::transportName,
                              "\"ipc\" (device memory shared on one host) or \"gloo\" (pinned host staging)");
+  // Whether a speed layer sits at the plain allreduce's seam (SpeedLayer.h).
+  m.def("_speed_layer_installed", [] { return occl::allreduceSpeedLayer() != nullptr; });
 }

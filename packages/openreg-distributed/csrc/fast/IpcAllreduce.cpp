@@ -79,4 +79,7 @@ std::optional<CollectiveBody> inPlaceAllreduce(Transport& transport, const at::T
 }
 // LITERALINCLUDE END: OCCL_IPC_ALLREDUCE
 
+// Installed at the plain path's seam when the library loads (SpeedLayer.h).
+const InstallAllreduceSpeedLayer install(&inPlaceAllreduce);
+
 }  // namespace occl::fast

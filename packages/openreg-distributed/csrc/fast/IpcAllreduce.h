@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../Backend.h"
+#include "../SpeedLayer.h"
 
 namespace occl::fast {
 
