@@ -207,41 +207,45 @@ def ci_combination(name: str, args: list[str]) -> None:
 # ------------------------------------------------------- the plain path
 
 PLAIN_WHEELHOUSE = ROOT / "build" / "plain-wheelhouse"
+# The packages with speed layers, and the CMake option that leaves them out.
+SPEED_LAYER_OPTIONS = {"torch-openreg": "OPENREG_SPEED_LAYERS", "openreg-distributed": "OCCL_SPEED_LAYERS"}
 # Tests of the speed layers themselves: every other test of torch-openreg
 # runs on the plain build too.
 SPEED_LAYER_TESTS = TORCH_OPENREG_TESTS / "fast"
 
 
-def build_plain_wheel() -> Path:
-    """torch-openreg built without its speed layers (-DOPENREG_SPEED_LAYERS=OFF,
-    as if csrc/fast/ were deleted: Note [Deletable speed layers]). It reuses
-    setup's build folder: no plain file's compile command depends on the
-    option, so ninja relinks without csrc/fast/'s objects and compiles
-    nothing (the next setup, which says ON, relinks them back)."""
+def build_plain_wheel(name: str) -> Path:
+    """Package name built without its speed layers (as if its csrc/fast/ were
+    deleted: Note [Deletable speed layers], Note [occl's deletable speed
+    layer]). It reuses setup's build folder: no plain file's compile command
+    depends on the option, so ninja relinks without csrc/fast/'s objects and
+    compiles nothing (the next setup, which says ON, relinks them back)."""
     PLAIN_WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    for stale in PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl"):
+    pattern = name.replace("-", "_") + "-*.whl"
+    for stale in PLAIN_WHEELHOUSE.glob(pattern):
         stale.unlink()
-    run_logged("torch-openreg-plain", PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
-               "--config-settings=cmake.define.OPENREG_SPEED_LAYERS=OFF",
-               "--wheel-dir", PLAIN_WHEELHOUSE, ROOT / "packages" / "torch-openreg", env=build_environment())
-    (wheel,) = PLAIN_WHEELHOUSE.glob("torch_openreg-*.whl")
+    run_logged(f"{name}-plain", PYTHON, "-m", "pip", "wheel", "--verbose", "--no-build-isolation", "--no-deps",
+               f"--config-settings=cmake.define.{SPEED_LAYER_OPTIONS[name]}=OFF",
+               "--wheel-dir", PLAIN_WHEELHOUSE, ROOT / "packages" / name, env=build_environment())
+    (wheel,) = PLAIN_WHEELHOUSE.glob(pattern)
     return wheel
 
 
 def test_plain_path(args: list[str]) -> None:
-    """torch-openreg's suite but its speed layers' tests, and openreg-distributed's
-    collectives and training, on torch-openreg built without csrc/fast/, in an
-    environment of its own holding it and the other packages as built against
-    the full one (the public kernel API is the same)."""
-    plain = build_plain_wheel()
+    """The whole suites of torch-openreg (but its speed layers' own tests) and
+    openreg-distributed, on both built without their speed layers, in an
+    environment of its own with the other packages as built against the full
+    ones (the public kernel API is the same)."""
+    plain = [build_plain_wheel(name) for name in SPEED_LAYER_OPTIONS]
     python = environment_python(make_environment("plain", (*combination_groups("all"), "models")))
     run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
-    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, plain,
-        *[p.name for p in PACKAGES if p.name != "torch-openreg"])
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE, *plain,
+        *[p.name for p in PACKAGES if p.name not in SPEED_LAYER_OPTIONS])
     check_installed(python, [p.name for p in PACKAGES])
-    run(python, "-c", "import torch, torch_openreg._C as c; assert not c._fast_paths_enabled(), 'speed layers'")
+    run(python, "-c", "import torch, torch_openreg._C as c, openreg_distributed._C as occl; "
+                      "assert not c._fast_paths_enabled() and not occl._speed_layer_installed(), 'speed layers'")
     run(python, "-m", "pytest", *CI_PYTEST, TORCH_OPENREG_TESTS, f"--ignore={SPEED_LAYER_TESTS}",
-        DISTRIBUTED_TESTS / "test_collectives.py", DISTRIBUTED_TESTS / "test_training.py", *args, env=ALL)
+        DISTRIBUTED_TESTS, *args, env=ALL)
 
 
 # ----------------------------------------------------------- CI's steps
@@ -372,7 +376,7 @@ def run_steps(args: list[str], workers: int) -> None:
 
 def test(args: list[str]) -> None:
     """`tools/dev.py test ARGS`, after setup: the quick checks, then every step."""
-    for check in (["tools/docs_check.py"], ["tools/size_report.py"], ["tools/api_check.py"],
+    for check in (["tools/docs_check.py"], ["tools/layering.py"], ["tools/size_report.py"], ["tools/api_check.py"],
                   ["-m", "ruff", "check", "."]):
         run(PYTHON, *check)
     run_steps(args, workers=max(2, os.cpu_count() or 2))
