@@ -9,9 +9,14 @@ scenario has its own group."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import occl_fault_checks as checks
 import pytest
-from occl_workers import Workers
+from occl_workers import Workers, free_port
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +143,21 @@ def test_a_killed_rank_fails_the_others_before_the_timeout(pair):
     assert result["destroy"][1] < NO_HANG_S, result
     before, after = result["memory"]
     assert before == after, f"device memory before the group {before}, after destroying it {after}"
+
+
+def test_a_rank_that_exits_right_after_a_collective_leaves_it_complete_for_the_others():
+    # Rank 1 exits as soon as its all_reduce is done, before rank 0 may have opened its mailbox;
+    # a collective every rank completed succeeds for every rank. Repeated: the exit races rank 0.
+    script = Path(__file__).with_name("occl_exit_checks.py")
+    env = dict(os.environ, PYTHONPATH=str(script.parent))
+    for attempt in range(6):
+        port = free_port()
+        ranks = [subprocess.Popen([sys.executable, str(script), str(rank), str(port)], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+        try:
+            outputs = [rank.communicate(timeout=120)[0] for rank in ranks]
+        finally:
+            for rank in ranks:
+                rank.kill()
+        assert ranks[0].returncode == 0 and "[3.0, 3.0, 3.0, 3.0]" in outputs[0], (attempt, outputs[0][-2000:])
+        assert ranks[1].returncode == 0, (attempt, outputs[1][-2000:])

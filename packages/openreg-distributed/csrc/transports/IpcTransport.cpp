@@ -22,7 +22,11 @@ namespace occl {
 // mailboxes directly. The mailbox has two halves and collective seq writes
 // half seq % 2: a rank starting collective seq has seen every rank arrive
 // at seq - 1, so every rank has finished reading half seq % 2 (written at
-// seq - 2). No "done" step is needed. Growing the mailbox happens on the
+// seq - 2). No "done" step is needed, but one: a rank that exits right
+// after a collective takes its mailbox with it, and a peer that had not yet
+// opened it then cannot. So when a mailbox is read for the first time (the
+// first collective, or after it grew), the ranks leave that collective
+// together, once every one has opened it. Growing the mailbox happens on the
 // host (a kernel may not allocate or free device memory); the outgrown one
 // stays allocated until shutdown, since a peer may still be reading it.
 // An algorithm may skip the mailbox and read the peers' tensors where they
@@ -72,7 +76,8 @@ IpcTransport::IpcTransport(const c10::intrusive_ptr<c10d::Store>& store, int ran
       size_(size),
       control_(store->clone(), rank, size),
       kernelSide_(store->clone(), rank, size, "occl/ipc"),
-      hostSide_(store->clone(), rank, size, "occl/ipc") {}
+      hostSide_(store->clone(), rank, size, "occl/ipc"),
+      mailboxesRead_(size) {}
 
 IpcTransport::~IpcTransport() { shutdown({"destroy", 0, ""}, std::chrono::milliseconds(0)); }
 
@@ -163,6 +168,14 @@ Contributions IpcTransport::exchange(const CollectiveName& name, const Contribut
                                           : at::empty({0}, at::kByte));
     }
   }
+  // Every rank sees the same shares, so all decide alike whether to leave together.
+  bool firstRead = false;
+  for (int r = 0; r < size_; ++r) {
+    if (shares[r].bytes == 0 || mailboxesRead_[r] == shares[r].memory) continue;
+    mailboxesRead_[r] = shares[r].memory;
+    firstRead = true;
+  }
+  if (firstRead) control_.leave(name, "opened the mailboxes read for the first time", timeout);
   return all;
 }
 // LITERALINCLUDE END: OCCL_IPC_EXCHANGE

@@ -97,6 +97,7 @@ class IpcTransport final : public Transport {
   std::map<std::pair<int, int>, Channel> channels_;  // (dst, tag)
   std::map<std::pair<int, int>, int64_t> received_;  // (src, tag) -> next message number
   std::map<std::string, void*> opened_;              // peer allocation's handle -> our mapping
+  std::vector<std::string> mailboxesRead_;           // per rank, its mailbox read last (Note [The IPC mailbox])
   bool shutDown_ = false;
 };
 
