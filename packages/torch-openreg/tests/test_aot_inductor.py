@@ -204,6 +204,45 @@ def test_unsupported_modes_are_refused_by_name(python, tmp_path):
     assert "openreg does not support torch.compile with cpp_wrapper=True" in messages[1]
 
 
+def test_a_package_runs_from_four_threads_at_once(python, tmp_path):
+    """Note [AOTInductor models and the GIL]: a thread waiting for the model
+    must not hold the GIL its running peer's shims need (a deadlock, before).
+    In a child with a bound, so a deadlock fails instead of hanging."""
+    result = python.json("""
+        import json, os, threading, time
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        x = torch.randn(8, 16)
+        with torch.no_grad():
+            expected = model(x)
+            package = torch._inductor.aoti_compile_and_package(
+                torch.export.export(model.to("openreg"), (x.to("openreg"),)))
+        loaded = torch._inductor.aoti_load_package(package)
+        results, errors = [], []
+
+        def runs():
+            try:
+                for _ in range(20):
+                    results.append(loaded(x.to("openreg")).cpu())
+            except Exception as error:
+                errors.append(str(error))
+
+        threads = [threading.Thread(target=runs, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 120  # a bound for a deadlock, not a speed measurement
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        print(json.dumps({"alive": sum(t.is_alive() for t in threads), "errors": errors, "runs": len(results),
+                          "largest": max([float((r - expected).abs().max()) for r in results], default=0.0)}),
+              flush=True)
+        os._exit(0)  # threads still stuck would keep the process from exiting
+    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=300)
+    assert result["alive"] == 0 and result["errors"] == [] and result["runs"] == 80, result
+    assert result["largest"] < 1e-5, result
+
+
 def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(compiled, python, tmp_path):
     """The package records the kernel API MAJOR it was compiled against; one
     recording 999 stands for a package built by another torch-openreg. In a

@@ -4,6 +4,7 @@
 // the openreg device the package is loaded for, and puts the weights in that
 // device's memory. Not here: the kernels' launch (AotLaunch.cpp) or the code
 // the model runs (torch_openreg/_compile/aot_inductor.py generates it).
+#include <Python.h>
 #include <c10/core/DeviceGuard.h>
 #include <dlfcn.h>
 #include <torch_openreg/Version.h>
@@ -32,6 +33,27 @@ namespace {
 // (torch_openreg/_compile/aot_inductor.py, OpenRegCppWrapperCodegen). This
 // runner runs that step at load, on the model's device, so the weights are on
 // the device before the first inference (and memory statistics show them).
+// Note [AOTInductor models and the GIL]
+// A package's Python run() calls the runner with the GIL held, and the
+// container runs one model at a time, so a second thread's run waits for
+// the model while holding the GIL. Inside its run, a model's shims dispatch
+// operators whose Meta functions are Python (addmm's), which take the GIL:
+// two threads would wait for each other. So the model runs without the GIL,
+// which whatever needs it takes, as any kernel written in Python does.
+class WithoutTheGil {
+ public:
+  // A C++ program without Python (AOTIModelPackageLoader alone) has no GIL to release.
+  WithoutTheGil() : saved_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+  ~WithoutTheGil() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  WithoutTheGil(const WithoutTheGil&) = delete;
+  WithoutTheGil& operator=(const WithoutTheGil&) = delete;
+
+ private:
+  PyThreadState* saved_;
+};
+
 class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
  public:
   // device_str is "openreg" or "openreg:N"; no index means the current device.
@@ -50,6 +72,7 @@ class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
   // stream. stream_handle is not used: make an openreg stream current instead.
   std::vector<at::Tensor> run_impl(std::vector<AtenTensorHandle>& input_handles, void* stream_handle) override {
     c10::DeviceGuard onDevice(device_);
+    WithoutTheGil released;  // Note [AOTInductor models and the GIL]
     return AOTIModelContainerRunner::run_impl(input_handles, stream_handle);
   }
 
