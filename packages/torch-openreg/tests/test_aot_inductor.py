@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import gc
-import os
+import importlib.util
 import re
 import subprocess
 from pathlib import Path
@@ -18,9 +18,12 @@ import torch
 import torch.nn as nn
 import torch_openreg
 from torch.fx.experimental import proxy_tensor
-from torch.utils import cpp_extension
 
 EXAMPLE = Path(__file__).parent / "aoti_example"
+_spec = importlib.util.spec_from_file_location("aoti_build_command", EXAMPLE / "build_command.py")
+_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_build)
+build_command = _build.build_command
 
 
 class MLP(nn.Module):
@@ -64,13 +67,11 @@ class Compiled:
         torch.manual_seed(0)
         self.cpu_model = factory().eval()
         self.model = copy.deepcopy(self.cpu_model).to("openreg")
-        # LITERALINCLUDE START: AOTI_COMPILE
         example = torch.randn(self.input_sizes, device="openreg")
         shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dynamic else None
         with torch.no_grad():
             exported = torch.export.export(self.model, (example,), dynamic_shapes=shapes)
         self.package = torch._inductor.aoti_compile_and_package(exported, package_path=str(folder / f"{name}.pt2"))
-        # LITERALINCLUDE END: AOTI_COMPILE
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +107,7 @@ def _check_against_eager(c: Compiled, loaded, batch: int | None = None) -> float
     sizes = c.input_sizes if batch is None else (batch, *c.input_sizes[1:])
     x = torch.randn(sizes)
     with torch.no_grad():
-        # LITERALINCLUDE START: AOTI_LOAD
         out = loaded(x.to("openreg"))  # loaded = torch._inductor.aoti_load_package(package)
-        # LITERALINCLUDE END: AOTI_LOAD
         eager = c.model(x.to("openreg"))
         cpu = c.cpu_model(x)
     assert out.device == torch.device("openreg:0")
@@ -275,19 +274,9 @@ def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(com
 
 @pytest.fixture(scope="module")
 def cpp_runner(tmp_path_factory) -> Path:
-    """run_package.cpp, built against libtorch and libtorch_openreg.so."""
+    """run_package.cpp, built as the guide builds it (aoti_example/build_command.py)."""
     folder = tmp_path_factory.mktemp("aoti_cpp")
-    torch_lib = Path(torch.__file__).parent / "lib"
-    openreg_lib = torch_openreg.get_library_dir()
-    python_lib = Path(os.path.realpath(os.sys.executable)).parents[1] / "lib"
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()]
-    command = ["c++", "-std=c++17", "-O1", str(EXAMPLE / "run_package.cpp"), "-o", str(folder / "run_package"),
-               *includes, f"-L{torch_lib}", f"-L{openreg_lib}", f"-L{python_lib}",
-               # libtorch_openreg.so needs libtorch_python.so and libpython (its
-               # Python module's glue lives in it): the program loads them first.
-               "-Wl,--no-as-needed", "-ltorch_openreg", "-ltorch", "-ltorch_cpu", "-lc10", "-ltorch_python",
-               f"-lpython3.{os.sys.version_info.minor}", f"-Wl,-rpath,{torch_lib}:{openreg_lib}:{python_lib}",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    command = build_command(EXAMPLE / "run_package.cpp", folder / "run_package")
     subprocess.run(command, check=True, timeout=300, capture_output=True)
     return folder / "run_package"
 
