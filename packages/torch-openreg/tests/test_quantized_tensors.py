@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.testing._internal.common_dtype import get_all_dtypes
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
 
 QUANTIZED_DTYPES = (torch.qint8, torch.quint8, torch.qint32)
+SUB_BYTE_DTYPES = (torch.quint4x2, torch.quint2x4)  # quantized per tensor only, as on the CPU
 
 
 @pytest.fixture(autouse=True)
@@ -184,12 +186,15 @@ def test_out_of_range_zero_points_are_refused_as_on_the_cpu(dtype, bad, use, par
     assert torch.quantize_per_tensor(torch.ones(2, device="openreg"), 1.0, 0, dtype).int_repr().tolist() == [1, 1]
 
 
-def test_sub_byte_quantized_dtypes_are_refused_before_any_kernel_runs():
-    # CUDA has no quint4x2 tensors either; the refusal comes on the host, so
-    # the device keeps working.
-    with pytest.raises(RuntimeError):
-        torch.quantize_per_tensor(torch.randn(4, device="openreg"), 0.1, 0, torch.quint4x2)
-    assert torch.quantize_per_tensor(torch.ones(2, device="openreg"), 1.0, 0, torch.qint8).int_repr().tolist() == [1, 1]
+@pytest.mark.parametrize("dtype", SUB_BYTE_DTYPES)
+def test_sub_byte_quantized_dtypes_give_the_cpu_s_packed_integers(dtype):
+    # Two or four values a byte; an odd count leaves the last byte partly filled.
+    torch.manual_seed(0)
+    x = torch.randn(5, 7)
+    on_cpu = torch.quantize_per_tensor(x, 0.1, 3, dtype)
+    assert_same_quantized(torch.quantize_per_tensor(x.to("openreg"), 0.1, 3, dtype), on_cpu)
+    assert_same_quantized(on_cpu.to("openreg"), on_cpu)
+    assert torch.equal(on_cpu.to("openreg").cpu().int_repr(), on_cpu.int_repr())
 
 
 def test_quantizing_on_openreg_warns_of_the_deprecation_as_on_the_cpu(python):
@@ -209,7 +214,7 @@ def test_quantizing_on_openreg_warns_of_the_deprecation_as_on_the_cpu(python):
 # LITERALINCLUDE START: SUPPORTED_DTYPES_CHECK
 def test_the_supported_dtypes_are_those_that_run():
     supported = torch.accelerator.get_device_capability("openreg:0")["supported_dtypes"]
-    plain = [d for d in supported if d not in QUANTIZED_DTYPES]
+    plain = [d for d in supported if d not in QUANTIZED_DTYPES + SUB_BYTE_DTYPES]
     # Every supported dtype is made and converted to every other, on the
     # device as on the CPU (float8 and complex32 too).
     values = torch.tensor([0.0, 1.0, 2.5, -3.0, 64.0])
@@ -221,9 +226,10 @@ def test_the_supported_dtypes_are_those_that_run():
             assert got.dtype == target
             torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True,
                                        msg=f"{source} -> {target}")
-    assert set(QUANTIZED_DTYPES) <= supported and not {torch.quint4x2, torch.quint2x4} & supported
-    # What is left out converts nowhere: the CPU refuses it too (and the
-    # sub-byte quantized dtypes are refused on the device, test above).
+    assert set(QUANTIZED_DTYPES + SUB_BYTE_DTYPES) <= supported
+    # What PyTorch's own test of a device's capability asks of it.
+    assert set(get_all_dtypes(include_complex32=True, include_qint=True)) <= supported
+    # What is left out converts nowhere: the CPU refuses it too.
     all_dtypes = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
     for left_out in all_dtypes - supported:
         with pytest.raises((RuntimeError, NotImplementedError)):

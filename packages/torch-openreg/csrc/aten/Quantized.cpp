@@ -1,7 +1,8 @@
 // Quantized.cpp - registration of PyTorch's legacy quantized tensors
 // (torch.quantize_per_tensor and per_channel, dequantize, int_repr, the
 // qparams) for openreg, as CUDA has them: qint8, quint8 and qint32, per
-// tensor and per channel. The kernels are in kernels/Quantized.cpp (Note
+// tensor and per channel, and, as the CPU has them, quint4x2 and quint2x4
+// per tensor. The kernels are in kernels/Quantized.cpp (Note
 // [Quantized tensors on openreg]); the quantized operators themselves
 // (quantized::add, quantized::linear) are CPU-only in PyTorch and not here.
 #include <ATen/native/DispatchStub.h>
@@ -38,6 +39,10 @@ REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_tensor_affine_stub, &torch_o
 REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_channel_affine_stub, &torch_openreg::native::quantizePerChannel)
 REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_affine_stub,
                               &torch_openreg::native::dequantizePerChannel)
+// Per tensor, the sub-byte types (quint4x2, quint2x4).
+REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_tensor_affine_sub_byte_stub, &torch_openreg::native::quantizeSubByte)
+REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_tensor_affine_sub_byte_stub,
+                              &torch_openreg::native::dequantizeSubByte)
 // Per channel with float zero points (torch.quantize_per_channel given float zero_points).
 REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_channel_float_qparams_stub,
                               &torch_openreg::native::quantizePerChannelFloatQparams)

@@ -59,10 +59,10 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // cannot start (checkDeviceIndex then says why).
   c10::DeviceIndex deviceCount() const noexcept override { return torch_openreg::deviceCount(); }
   // Kernels are PyTorch's CPU kernels on device memory: a dtype is supported
-  // where the CPU's kernels convert it, and quantized tensors are the ones
-  // CUDA has (aten/Quantized.cpp). Left out: the bit containers and the
-  // sub-byte integers, which no device converts, float4_e2m1fn_x2, and the
-  // sub-byte quantized dtypes (a test checks the set against what runs).
+  // where the CPU's kernels convert it, and quantized tensors are the CPU's
+  // (aten/Quantized.cpp). Left out: the bit containers and the sub-byte
+  // integers, which no device converts, and float4_e2m1fn_x2 (a test checks
+  // the set against what runs).
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
     checkDeviceIndex(device.index());
     c10::DeviceCapability capability;  // every dtype
@@ -70,8 +70,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
          {c10::kIndex_Bits1x8, c10::kIndex_Bits2x4, c10::kIndex_Bits4x2, c10::kIndex_Bits8, c10::kIndex_Bits16,
           c10::kIndex_UInt1, c10::kIndex_UInt2, c10::kIndex_UInt3, c10::kIndex_UInt4, c10::kIndex_UInt5,
           c10::kIndex_UInt6, c10::kIndex_UInt7, c10::kIndex_Int1, c10::kIndex_Int2, c10::kIndex_Int3,
-          c10::kIndex_Int4, c10::kIndex_Int5, c10::kIndex_Int6, c10::kIndex_Int7, c10::kIndex_Float4_e2m1fn_x2,
-          c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4}) {
+          c10::kIndex_Int4, c10::kIndex_Int5, c10::kIndex_Int6, c10::kIndex_Int7, c10::kIndex_Float4_e2m1fn_x2}) {
       capability.capability_data.capability_bits &= ~(uint64_t{1} << unsupported);
     }
     return capability;

@@ -20,16 +20,32 @@
 #include <torch_openreg/Kernel.h>
 
 #include <limits>
+#include <optional>
 
 #include "runtime/Device.h"
 
 namespace torch_openreg::native {
 namespace {
 
+bool isSubByte(c10::ScalarType type) { return type == c10::kQUInt4x2 || type == c10::kQUInt2x4; }
+
 // The integers behind a quantized tensor, as a plain tensor of its
-// underlying type (int8 for qint8) on the same storage and device.
+// underlying type (int8 for qint8) on the same storage and device. A
+// sub-byte type (quint4x2: two values a byte) packs its values, always
+// dense: its integers are the packed bytes, flat, as the CPU's int_repr
+// gives them.
 at::Tensor integersOf(const at::Tensor& quantized) {
   c10::DispatchKey backend = quantized.is_cpu() ? c10::DispatchKey::CPU : c10::DispatchKey::PrivateUse1;
+  if (isSubByte(quantized.scalar_type())) {
+    TORCH_CHECK(quantized.is_contiguous() && quantized.storage_offset() == 0, "a ", quantized.scalar_type(),
+                " tensor's values are packed: only a whole, contiguous one is supported, as on the CPU");
+    at::Tensor bytes = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(quantized.storage()),
+                                                                c10::DispatchKeySet(backend),
+                                                                c10::scalarTypeToTypeMeta(at::kByte));
+    int64_t perByte = quantized.scalar_type() == c10::kQUInt4x2 ? 2 : 4;
+    bytes.unsafeGetTensorImpl()->set_sizes_contiguous({(quantized.numel() + perByte - 1) / perByte});
+    return bytes;
+  }
   at::Tensor integers = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(quantized.storage()), c10::DispatchKeySet(backend),
       c10::scalarTypeToTypeMeta(c10::toUnderlying(quantized.scalar_type())));
@@ -40,11 +56,19 @@ at::Tensor integersOf(const at::Tensor& quantized) {
 
 // Inside a kernel: a CPU quantized tensor over the view of a quantized
 // tensor's integers, which the CPU's stubs take as their quantized operand.
-at::Tensor quantizedCpuView(const at::Tensor& integers, const at::QuantizerPtr& quantizer) {
+// sizes: the quantized tensor's, given for a sub-byte one, whose integers
+// are its packed bytes (integersOf).
+at::Tensor quantizedCpuView(const at::Tensor& integers, const at::QuantizerPtr& quantizer,
+                            std::optional<c10::IntArrayRef> sizes = std::nullopt) {
   at::Tensor view = at::detail::make_tensor<at::QTensorImpl>(
       c10::Storage(integers.storage()), c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU),
       c10::scalarTypeToTypeMeta(quantizer->scalar_type()), quantizer);
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(integers.sizes(), integers.strides(), integers.storage_offset());
+  if (sizes.has_value()) {
+    view.unsafeGetTensorImpl()->set_sizes_contiguous(*sizes);
+  } else {
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(integers.sizes(), integers.strides(),
+                                                      integers.storage_offset());
+  }
   return view;
 }
 
@@ -148,6 +172,25 @@ void dequantizePerChannelFloatQparams(const at::Tensor& quantized, at::Tensor& r
   dequantizeByChannel("dequantize_per_channel_float_qparams",
                       at::native::dequantize_tensor_per_channel_float_qparams_stub, quantized, real, scales,
                       zeroPoints, axis);
+}
+
+void quantizeSubByte(const at::Tensor& real, at::Tensor& quantized, float scale, float zeroPoint) {
+  launchKernel("quantize_per_tensor_sub_byte", {real, integersOf(quantized)},
+               [quantizer = quantizerOf(quantized), sizes = quantized.sizes().vec(), scale,
+                zeroPoint](std::vector<at::Tensor>& views) {
+                 at::Tensor q = quantizedCpuView(views[1], quantizer, sizes);
+                 at::native::quantize_tensor_per_tensor_affine_sub_byte_stub(c10::DeviceType::CPU, views[0], q,
+                                                                             scale, zeroPoint);
+               });
+}
+
+void dequantizeSubByte(const at::Tensor& quantized, at::Tensor& real, float scale, float zeroPoint) {
+  launchKernel("dequantize_per_tensor_sub_byte", {integersOf(quantized), real},
+               [quantizer = quantizerOf(quantized), sizes = quantized.sizes().vec(), scale,
+                zeroPoint](std::vector<at::Tensor>& views) {
+                 at::native::dequantize_tensor_per_tensor_affine_sub_byte_stub(
+                     c10::DeviceType::CPU, quantizedCpuView(views[0], quantizer, sizes), views[1], scale, zeroPoint);
+               });
 }
 
 at::Tensor intRepr(const at::Tensor& self) { return integersOf(self).clone(self.suggest_memory_format()); }

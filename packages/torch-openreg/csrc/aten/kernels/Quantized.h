@@ -24,6 +24,10 @@ void quantizePerChannelFloatQparams(const at::Tensor& real, at::Tensor& quantize
 void dequantizePerChannelFloatQparams(const at::Tensor& quantized, at::Tensor& real, const at::Tensor& scales,
                                       const at::Tensor& zeroPoints, int64_t axis);
 
+// Per tensor, into and out of the sub-byte types (quint4x2, quint2x4).
+void quantizeSubByte(const at::Tensor& real, at::Tensor& quantized, float scale, float zeroPoint);
+void dequantizeSubByte(const at::Tensor& quantized, at::Tensor& real, float scale, float zeroPoint);
+
 at::Tensor intRepr(const at::Tensor& self);
 at::Tensor makePerTensorQuantized(const at::Tensor& self, double scale, int64_t zeroPoint);
 at::Tensor& quantizedCopy(at::Tensor& self, const at::Tensor& src, bool nonBlocking);
