@@ -255,15 +255,16 @@ ALL = combination_environment("all")
 # CI's pytest runs keep no cache (steps side by side would write it at once)
 # and name their ten slowest tests, for whoever balances the suite next.
 CI_PYTEST = ["-q", "-p", "no:cacheprovider", "--durations=10"]
-# The full build's tests: the runtime's, the cross-package ones (every
-# package installed), and torch-openreg's where the speed layers step in:
+# The full build's tests: the runtime's, the tools', the cross-package ones
+# (every package installed), and torch-openreg's where the speed layers step in:
 # their own tests and PyTorch's operator and module comparisons with the
 # CPU (OpInfo, ModuleInfo), whose kernels the speed layers replace.
 # torch-openreg's other tests run once, on the plain build (plain-path), and
 # the layers' own suites in their combinations.
 SPEED_LAYER_COMPARISONS = [TORCH_OPENREG_TESTS / name for name in ("test_opinfo.py", "test_device_generic.py")]
 SUITE_PARTS = {
-    "suite-runtime-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tests"],
+    "suite-runtime-tools-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tools" / "tests",
+                                              ROOT / "tests"],
     "suite-speed-layers": [SPEED_LAYER_TESTS, *SPEED_LAYER_COMPARISONS],
 }
 

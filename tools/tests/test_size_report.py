@@ -7,7 +7,7 @@ import importlib.util
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("size_report", ROOT / "tools" / "size_report.py")
 size_report = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(size_report)

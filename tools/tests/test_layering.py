@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("openreg_layering", ROOT / "tools" / "layering.py")
 layering = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = layering  # its dataclass looks its module up

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("api_check", ROOT / "tools" / "api_check.py")
 api_check = importlib.util.module_from_spec(_spec)
 sys.modules["api_check"] = api_check  # its dataclass looks its module up there
