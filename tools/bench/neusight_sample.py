@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tools/bench/neusight_sample.csv.gz: the rows of NeuSight's published training split that
-openreg-perf's fit uses (fit.py, Note [How a calibration row becomes a prediction]), taken from the
+openreg-perf's fit uses (published.py, Note [How a calibration row becomes a prediction]), taken from the
 project's shared/perf/neusight-train/ so that CI, which clones this repository alone, has them.
 
 The first ROWS[op] rows of each operator file for each device (the files are already a random draw,
@@ -35,7 +35,7 @@ def main() -> None:
         out.write("# A sample of NeuSight's training split (sitar-lab/NeuSight@6945927d, MIT License,\n"
                   "# Copyright (c) 2025 Georgia Institute of Technology and Microsoft Corporation);\n"
                   "# made by tools/bench/neusight_sample.py. Latency in ms (FP32, CUDA events around\n"
-                  "# repeated runs); NeuSight's names: see openreg_perf/fit.py.\n")
+                  "# repeated runs); NeuSight's names: see openreg_perf/published.py.\n")
         writer = csv.DictWriter(out, COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for op, count in ROWS.items():

@@ -16,7 +16,7 @@ targets are met (held out: at most 12 % per class, 15 % for collectives, bias wi
 2.5x better than the roofline), and in a separate column the in-sample error (the fit on every row),
 which is not accuracy. Rows published under 20 us form the class "launch"; those of them near their
 rig's floor (NeuSight's, and the H100 runs' eager ones) measure the host and are not fitted. How each
-row becomes a prediction, and which parameters are fitted to what: openreg_perf/fit.py. The fit is
+row becomes a prediction, and which parameters are fitted to what: openreg_perf/published.py, fit.py. The fit is
 deterministic; the run takes a minute and needs no openreg device.
 
 --write-profiles writes the parameters fitted on every row into the [efficiency], [collectives] and
@@ -58,7 +58,7 @@ MEASURED = REPO / "tools" / "bench" / "measured"  # gpu_calibration.py's runs on
 if find_spec("openreg_perf") is None:  # running from a source tree without the package installed
     sys.path.insert(0, str(REPO / "packages" / "openreg-perf"))
 
-from openreg_perf import fit  # noqa: E402
+from openreg_perf import fit, published  # noqa: E402
 from openreg_perf.profile import list_profiles, load_profile  # noqa: E402
 
 CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "elementwise", "norm", "collectives", "links", "launch", "overall")
@@ -104,10 +104,11 @@ class CalibrationTable:
 
 def calibration_cases(calibration: Path = CALIBRATION_CSV, neusight: Path = NEUSIGHT_SAMPLE,
                       measured: Path = MEASURED):
-    published, unknown = fit.cases_of(fit.read_rows(calibration))
-    kernels, unknown_kernels = fit.neusight_cases(fit.read_neusight(neusight))
-    ours = fit.measured_cases([row for path in sorted(measured.glob("*.csv")) for row in fit.read_rows(path)])
-    return published + kernels + ours, unknown + unknown_kernels
+    rows_of_the_csv, unknown = published.cases_of(published.read_rows(calibration))
+    kernels, unknown_kernels = published.neusight_cases(published.read_neusight(neusight))
+    ours = published.measured_cases([row for path in sorted(measured.glob("*.csv"))
+                                     for row in published.read_rows(path)])
+    return rows_of_the_csv + kernels + ours, unknown + unknown_kernels
 
 
 def calibration_table(calibration: Path = CALIBRATION_CSV, neusight: Path = NEUSIGHT_SAMPLE) -> CalibrationTable:

@@ -5,7 +5,7 @@ It reads one public source, torch.openreg.record_activity(): the runtime's activ
 device work, event records, waits) and the operator calls that queued the work (names, shapes, dtypes,
 scalar arguments, as torch.profiler's record_shapes describes them). It costs the program about a
 microsecond per operator, where a torch.profiler session with record_shapes costs tens once its
-results are read. Not here: costs (costs.py), times (model.py), or any prediction.
+results are read. Not here: costs (costs/), times (model.py), or any prediction.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ class Profile:
     collectives: Collectives
     provenance: dict  # kernel class -> where its efficiency comes from (datasheet, fitted to which rows, assumed)
     path: str  # the file it was read from, for messages
-    hardware_names: tuple = ()  # how measurements name this chip ("H100 SXM"): fit.py matches rows by them
+    hardware_names: tuple = ()  # how measurements name this chip ("H100 SXM"): published.py matches rows by them
     defaulted: tuple = ()  # sections the file left out, filled with DEFAULTS_PROFILE's (a report says so)
 
     def peak_of(self, precision: str) -> float:

@@ -29,7 +29,7 @@ _foreach_ call for every launch of that loop (torch-openreg's ActivityRecording.
 prices the call's first launch as the whole operator (its cost over every tensor, plus a kernel floor
 per further chunk) and takes its other launches as part of it: no time, no host launch.
 
-Not here: what a kernel costs (costs.py, model.py) or what the report makes of the timeline.
+Not here: what a kernel costs (costs/, model.py) or what the report makes of the timeline.
 """
 
 from __future__ import annotations

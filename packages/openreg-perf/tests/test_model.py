@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from openreg_perf import fit
+from openreg_perf import fit, published
 from openreg_perf.costs import OpCall, cost_of
 from openreg_perf.model import (
     bus_bandwidth_factor,
@@ -287,12 +287,12 @@ def test_every_calibration_row_names_a_profiled_chip(calibration):
 
 def test_calibration_takes_any_hardware_name(tmp_path):
     """A vendor's row for a chip it has just profiled: the row's hardware names it, and the fit finds it
-    by the profile's hardware_names, not by a list in fit.py."""
-    assert fit.chip_of("Tesla T4 (our lab)") == "t4"
-    assert fit.chip_of("an accelerator nobody profiled") is None
+    by the profile's hardware_names, not by a list in published.py."""
+    assert published.chip_of("Tesla T4 (our lab)") == "t4"
+    assert published.chip_of("an accelerator nobody profiled") is None
     rows = [{"workload": "GEMM torch.matmul", "config": "M=64 K=12288 N=12288", "precision": "FP16",
              "hardware": "Acme X1", "metric": "latency", "value": "0.2", "unit": "ms", "source": "ours"}]
-    cases, unknown = fit.cases_of(rows)
+    cases, unknown = published.cases_of(rows)
     assert cases == [] and unknown == ["Acme X1"]
 
 

@@ -1,0 +1,172 @@
+"""What a cost rule reads and returns: the operator call as recorded (OpCall), its arguments by
+position (_Args, Tensor), and the Cost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# Profiler dtype name -> (element bytes, precision key of the profile's peak rates).
+DTYPES = {
+    "double": (8, "fp64"),
+    "float": (4, "fp32"),
+    "c10::Half": (2, "fp16"),
+    "c10::BFloat16": (2, "bf16"),
+    "c10::Float8_e4m3fn": (1, "fp8"),
+    "c10::Float8_e5m2": (1, "fp8"),
+    "c10::Float8_e4m3fnuz": (1, "fp8"),
+    "c10::Float8_e5m2fnuz": (1, "fp8"),
+    "signed char": (1, "int8"),
+    "unsigned char": (1, "int8"),
+    "bool": (1, "fp32"),
+    "short int": (2, "fp32"),
+    "int": (4, "fp32"),
+    "long int": (8, "fp32"),
+    "c10::complex<float>": (8, "fp32"),
+    "c10::complex<double>": (16, "fp64"),
+}
+# c10::ScalarType codes, as a `dtype=` argument appears among the concrete inputs.
+SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int", 5: "c10::Half",
+                6: "float", 7: "double", 9: "c10::complex<float>", 10: "c10::complex<double>", 11: "bool",
+                15: "c10::BFloat16", 23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn"}
+# A TensorList's dtype is not recorded; optimizer state is FP32 in the common (mixed-precision) case.
+TENSOR_LIST_DTYPE = "float"
+
+KINDS = ("matmul", "conv", "attention", "elementwise", "reduction", "norm", "copy", "index", "optimizer",
+         "view", "default")
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One operator call as the profiler records it; one entry per argument in each list.
+
+    shapes: a tensor's sizes, [] for a non-tensor (and for a 0-dim tensor: its dtype tells them apart),
+    a list of sizes for a TensorList (the profiler's structured_input_shapes()).
+    dtypes: "float", "c10::Half", ... for a tensor; "Scalar", "ScalarList", "TensorList" or "" otherwise.
+    concrete_inputs: the value of each scalar or int-list argument, None or "" for tensors.
+    """
+
+    name: str
+    shapes: Sequence = ()
+    dtypes: Sequence = ()
+    concrete_inputs: Sequence = ()
+
+
+@dataclass(frozen=True)
+class MatrixShape:
+    """The matrix product a matmul, convolution or attention kernel tiles: batch x (m x k) @ (k x n)."""
+
+    batch: int
+    m: int
+    n: int
+    k: float  # reduction depth; for attention the depth that makes 2*batch*m*n*k its FLOPs
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes_read: float
+    bytes_written: float
+    kind: str
+    known: bool = True  # False when no rule knew the operator and the default estimate was used
+    precision: str = "fp32"  # which of the profile's peak rates applies
+    matrix: MatrixShape | None = field(default=None, compare=False)
+    transcendentals: float = 0.0  # exp, log, tanh, erf, ...: counted apart from FLOPs (special-function units)
+    role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad"
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+
+# ----------------------------------------------------------------------------------------- arguments
+
+@dataclass(frozen=True)
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * element_size(self.dtype)
+
+
+def element_size(dtype: str) -> int:
+    return DTYPES.get(dtype, (4, "fp32"))[0]
+
+
+def precision_of(dtype: str) -> str:
+    """The profile peak that applies to a profiler dtype name ("c10::Half" -> "fp16")."""
+    return DTYPES.get(dtype, (4, "fp32"))[1]
+
+
+class _Args:
+    """Positional view of a call: tensor or list of tensors or value at each argument position."""
+
+    def __init__(self, call: OpCall):
+        self.name = call.name.removeprefix("aten::")
+        self.shapes = list(call.shapes)
+        self.dtypes = list(call.dtypes)
+        self.values = list(call.concrete_inputs) + [None] * (len(self.shapes) - len(call.concrete_inputs))
+        plain = [dtype for dtype in self.dtypes if dtype in DTYPES]
+        self.list_dtype = plain[0] if plain else TENSOR_LIST_DTYPE
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def tensor(self, index: int) -> Tensor | None:
+        if index < len(self.dtypes) and self.dtypes[index] in DTYPES:
+            return Tensor(tuple(self.shapes[index]), self.dtypes[index])
+        return None
+
+    def tensor_list(self, index: int) -> list[Tensor]:
+        """A TensorList (or a list of optional tensors, recorded with dtype "") given as a list of shapes."""
+        if index >= len(self.dtypes) or self.dtypes[index] not in ("TensorList", ""):
+            return []
+        shapes = self.shapes[index]
+        if not all(isinstance(shape, list | tuple) for shape in shapes):
+            return []
+        return [Tensor(tuple(shape), self.list_dtype) for shape in shapes]
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor argument, in order, lists flattened."""
+        found = []
+        for index in range(len(self)):
+            single = self.tensor(index)
+            found.extend([single] if single else self.tensor_list(index))
+        return found
+
+    def value(self, index: int, default=None):
+        value = self.values[index] if index < len(self.values) else None
+        return default if value in (None, "") else value
+
+
+def message_bytes(call: OpCall) -> int:
+    """The size of a collective's message as nccl-tests counts it, from the collective operator's
+    arguments: its largest tensor argument (a list of tensors counts as their sum): the buffer of an
+    all_reduce or broadcast, the gathered output of an all_gather, the input of a reduce_scatter."""
+    args = _Args(call)
+    sizes = [_bytes([args.tensor(i)]) if args.tensor(i) else _bytes(args.tensor_list(i)) for i in range(len(args))]
+    return max(sizes, default=0)
+
+
+def _bytes(tensors) -> int:
+    return sum(tensor.nbytes for tensor in tensors if tensor is not None)
+
+
+def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
+    rank = max((len(shape) for shape in shapes), default=0)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    return tuple(max(sizes) if min(sizes) != 0 else 0 for sizes in zip(*padded, strict=True))
+
+
+def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
+          role="") -> Cost:
+    precision = precision_of(first.dtype) if first else "fp32"
+    return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
+                role)

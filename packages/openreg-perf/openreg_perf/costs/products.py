@@ -1,0 +1,211 @@
+"""Matrix products, convolutions and attention: the kernels of the matrix units."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .call import SCALAR_TYPES, Cost, MatrixShape, Tensor, _Args, _bytes, _cost, broadcast, element_size
+from .registry import register, rule
+
+# ----------------------------------------------------------------------------------- matrix products
+
+def _matmul_rule(bias_at: int | None, left_at: int, right_at: int):
+    """mm, bmm, addmm, baddbmm, mv, addmv, dot, matmul, linear: [..., m, k] @ [..., k, n] (+ bias)."""
+
+    def rule(name: str, args: _Args) -> Cost:
+        left, right = args.tensor(left_at), args.tensor(right_at)
+        if name == "linear":  # weight is [n, k]
+            right = Tensor(tuple(reversed(right.shape)), right.dtype)
+        batch_shape, m, k, n = _matrix_dims(left.shape, right.shape)
+        batch = math.prod(batch_shape)
+        out_numel = batch * m * n
+        bias = args.tensor(bias_at) if bias_at is not None else None
+        flops = 2 * batch * m * n * k + (out_numel if bias else 0)
+        written = out_numel * element_size(left.dtype)
+        return _cost("matmul", flops, _bytes([left, right, bias]), written, left, MatrixShape(batch, m, n, k))
+
+    return rule
+
+
+register(["mm", "bmm", "matmul", "dot", "vdot", "mv"], _matmul_rule(None, 0, 1))
+register(["addmm", "baddbmm", "addmv"], _matmul_rule(0, 1, 2))
+register(["linear"], _matmul_rule(2, 0, 1))
+
+
+def _matrix_dims(left: Sequence[int], right: Sequence[int]):
+    """Batch shape, m, k, n of torch.matmul's semantics (1-D operands are a row and a column)."""
+    left = (1, *left) if len(left) == 1 else tuple(left)
+    right = (*right, 1) if len(right) == 1 else tuple(right)
+    return broadcast(left[:-2], right[:-2]), left[-2], left[-1], right[-1]
+
+
+@rule("_scaled_mm")
+def _scaled_mm(name: str, args: _Args) -> Cost:
+    """_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, ...): an FP8 product."""
+    left, right = args.tensor(0), args.tensor(1)
+    m, k, n = left.shape[0], left.shape[1], right.shape[1]
+    out_dtype = SCALAR_TYPES.get(args.value(6), "c10::BFloat16")
+    read = _bytes([left, right, args.tensor(2), args.tensor(3), args.tensor(4)])
+    return _cost("matmul", 2 * m * n * k, read, m * n * element_size(out_dtype), left, MatrixShape(1, m, n, k))
+
+
+# -------------------------------------------------------------------------------------- convolution
+
+# Argument positions of stride, padding, dilation, transposed, output_padding, groups (None: absent).
+_CONV_ARGS = {
+    "convolution": (3, 4, 5, 6, 7, 8),
+    "_convolution": (3, 4, 5, 6, 7, 8),
+    "convolution_overrideable": (3, 4, 5, 6, 7, 8),
+    "conv1d": (3, 4, 5, None, None, 6),
+    "conv2d": (3, 4, 5, None, None, 6),
+    "conv3d": (3, 4, 5, None, None, 6),
+}
+
+
+@dataclass(frozen=True)
+class _Conv:
+    batch: int
+    in_channels: int
+    out_channels: int
+    in_spatial: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
+    groups: int
+    transposed: bool
+
+    def matrix(self, gemms: int = 1) -> MatrixShape:
+        """Implicit GEMM: each output (input, if transposed) position is a row of the product."""
+        positions = math.prod(self.in_spatial if self.transposed else self.out_spatial)
+        depth = self.in_channels // self.groups * math.prod(self.kernel)
+        return MatrixShape(self.groups * gemms, self.batch * positions, self.out_channels // self.groups, depth)
+
+    @property
+    def flops(self) -> int:
+        shape = self.matrix()
+        return 2 * shape.batch * shape.m * shape.n * shape.k
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.out_channels, *self.out_spatial)
+
+
+def _conv_geometry(input_shape, weight_shape, values, transposed) -> _Conv:
+    stride, padding, dilation, output_padding, groups = values
+    spatial = len(input_shape) - 2
+    kernel = tuple(weight_shape[2:])
+    stride, padding, dilation, output_padding = (_per_dim(v, spatial, d) for v, d in
+                                                  ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+    if transposed:
+        out_channels = weight_shape[1] * groups
+        out = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, s, p, d, k, o in
+                    zip(input_shape[2:], stride, padding, dilation, kernel, output_padding, strict=True))
+    else:
+        out_channels = weight_shape[0]
+        out = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
+                    zip(input_shape[2:], stride, padding, dilation, kernel, strict=True))
+    return _Conv(input_shape[0], input_shape[1], out_channels, tuple(input_shape[2:]), out, kernel, groups,
+                 transposed)
+
+
+def _per_dim(value, spatial: int, default: int) -> tuple[int, ...]:
+    if value in (None, ""):
+        return (default,) * spatial
+    values = list(value) if isinstance(value, list | tuple) else [value]
+    return tuple(values) * spatial if len(values) == 1 else tuple(values)
+
+
+def _conv_values(name: str, args: _Args, offset: int = 0):
+    positions = _CONV_ARGS[name]
+    stride, padding, dilation, transposed, output_padding, groups = (
+        args.value(position + offset) if position is not None else None for position in positions)
+    return (stride, padding, dilation, output_padding, groups or 1), bool(transposed)
+
+
+@rule(*_CONV_ARGS)
+def _convolution(name: str, args: _Args) -> Cost:
+    """conv1d/2d/3d, convolution, _convolution, convolution_overrideable (input, weight, bias, ...)."""
+    source, weight, bias = args.tensor(0), args.tensor(1), args.tensor(2)
+    values, transposed = _conv_values(name, args)
+    conv = _conv_geometry(source.shape, weight.shape, values, transposed)
+    out_numel = math.prod(conv.out_shape)
+    flops = conv.flops + (out_numel if bias else 0)
+    written = out_numel * element_size(source.dtype)
+    return _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward")
+
+
+@rule("convolution_backward", "convolution_backward_overrideable")
+def _convolution_backward(name: str, args: _Args) -> Cost:
+    """convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask): one product per gradient the mask asks for, plus the bias sum."""
+    grad, source, weight = args.tensor(0), args.tensor(1), args.tensor(2)
+    # convolution_backward_overrideable has no bias_sizes argument: everything after weight moves up one.
+    at = 4 if name == "convolution_backward" else 3
+    values = (args.value(at), args.value(at + 1), args.value(at + 2), args.value(at + 4), args.value(at + 5) or 1)
+    conv = _conv_geometry(source.shape, weight.shape, values, bool(args.value(at + 3)))
+    want_input, want_weight, want_bias = args.value(at + 6, [True, True, True])
+    flops = read = written = 0
+    if want_input:  # grad_output (x) weight -> grad_input
+        flops, read, written = flops + conv.flops, read + grad.nbytes + weight.nbytes, written + source.nbytes
+    if want_weight:  # grad_output (x) input -> grad_weight
+        flops, read, written = flops + conv.flops, read + grad.nbytes + source.nbytes, written + weight.nbytes
+    if want_bias:  # sum of grad_output over batch and positions
+        flops, read = flops + grad.numel, read + grad.nbytes
+        written += conv.out_channels * element_size(grad.dtype)
+    gemms = max(1, int(bool(want_input)) + int(bool(want_weight)))
+    role = "input_weight_grad" if want_input and want_weight else "input_grad" if want_input else "weight_grad"
+    return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role)
+
+
+# ---------------------------------------------------------------------------------------- attention
+
+# Operator -> (index of the query among the arguments, index of is_causal, backward?).
+_ATTENTION = {
+    "scaled_dot_product_attention": (0, 5, False),
+    "_scaled_dot_product_attention_math": (0, 5, False),
+    "_scaled_dot_product_flash_attention": (0, 4, False),
+    "_scaled_dot_product_flash_attention_for_cpu": (0, 4, False),
+    "_scaled_dot_product_efficient_attention": (0, 6, False),
+    "_scaled_dot_product_cudnn_attention": (0, 6, False),
+    "_scaled_dot_product_fused_attention_overrideable": (0, 5, False),  # a PrivateUse1 device's (openreg's)
+    "_scaled_dot_product_flash_attention_backward": (1, 11, True),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (1, 7, True),
+    "_scaled_dot_product_efficient_attention_backward": (1, 11, True),
+    "_scaled_dot_product_cudnn_attention_backward": (1, 14, True),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 13, True),
+}
+# FlashAttention-2's backward recomputes the scores and runs five products for the forward's two.
+ATTENTION_BACKWARD_FLOPS_RATIO = 2.5
+
+
+@rule(*_ATTENTION)
+def _attention(name: str, args: _Args) -> Cost:
+    """Query [..., L, E], key [..., S, E], value [..., S, Ev]: 2*L*S*(E+Ev) FLOPs per head, fewer if causal."""
+    query_at, causal_at, backward = _ATTENTION[name]
+    query, key, value = (args.tensor(query_at + offset) for offset in range(3))
+    heads = math.prod(broadcast(query.shape[:-2], key.shape[:-2]))
+    length, depth = query.shape[-2], query.shape[-1]
+    source_length, value_depth = key.shape[-2], value.shape[-1]
+    pairs = _attended_pairs(length, source_length, bool(args.value(causal_at)))
+    flops = 2 * heads * pairs * (depth + value_depth)
+    out = Tensor((*query.shape[:-1], value_depth), query.dtype)
+    logsumexp_bytes = heads * length * 4  # FP32, one per query row
+    if backward:
+        flops *= ATTENTION_BACKWARD_FLOPS_RATIO
+        read = _bytes(args.tensors())  # grad_out, q, k, v, out, logsumexp (and any bias)
+        written = _bytes([query, key, value])
+    else:
+        read = _bytes(args.tensors())
+        written = out.nbytes + logsumexp_bytes
+    matrix = MatrixShape(heads, length, value_depth, flops / (2 * heads * length * value_depth))
+    return _cost("attention", flops, read, written, query, matrix, role="backward" if backward else "forward")
+
+
+def _attended_pairs(length: int, source_length: int, causal: bool) -> int:
+    """Query-key pairs that are computed; causal is PyTorch's top-left mask (row i sees keys 0..i)."""
+    if not causal:
+        return length * source_length
+    full_rows = max(0, length - source_length)  # rows past the last key see every key
+    counted = min(length, source_length)
+    return counted * (counted + 1) // 2 + full_rows * source_length
