@@ -385,6 +385,9 @@ class alignas(64) Stream {
 std::shared_ptr<Stream> createStream(Device& device, int priority);
 // Resolves a handle (null: the current device's default stream).
 orError_t findStream(orStream_t handle, std::shared_ptr<Stream>* out);
+// Takes a live stream out of the registry (orStreamDestroy): an old handle
+// then finds nothing. orErrorInvalidResourceHandle if it is not live.
+orError_t unregisterStream(orStream_t handle, std::shared_ptr<Stream>* out);
 std::vector<std::shared_ptr<Stream>> streamsOf(int device);
 // orErrorNotPermitted, for work queued by a kernel on a full stream.
 orError_t refuseFullQueue(const Stream& stream);
@@ -394,6 +397,7 @@ orError_t submit(Stream& stream, Op op, bool wait = false);
 inline orStream_t toHandle(uint64_t id) {
   return reinterpret_cast<orStream_t>(static_cast<uintptr_t>(id));
 }
+inline uint64_t idOf(orStream_t handle) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)); }
 
 // Whether kernels and copies run for their timing alone (Note [Timing-only
 // mode] in stream.cpp).
