@@ -32,16 +32,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layering import is_speed_layer  # noqa: E402  (the same tags as the layering rules)
 
 
+def tracked(root: Path, folder: str) -> list[Path]:
+    """The tracked source files under folder, relative to root, tests excluded."""
+    listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z", folder],
+                             capture_output=True, text=True, check=True).stdout
+    return [Path(name) for name in filter(None, listing.split("\0"))
+            if Path(name).suffix in SOURCE_SUFFIXES and "tests" not in Path(name).parts]
+
+
 def package_sources(root: Path, package: str) -> list[Path]:
     """The package's tracked source files, relative to the package, tests excluded."""
-    listing = subprocess.run(["git", "-C", str(root), "ls-files", "-z", f"packages/{package}"],
-                             capture_output=True, text=True, check=True).stdout
-    sources = []
-    for name in filter(None, listing.split("\0")):
-        path = Path(name).relative_to(f"packages/{package}")
-        if path.suffix in SOURCE_SUFFIXES and "tests" not in path.parts:
-            sources.append(path)
-    return sources
+    return [path.relative_to(f"packages/{package}") for path in tracked(root, f"packages/{package}")]
+
+
+def files_too_long(root: Path, rule: dict) -> list[str]:
+    """Source files of packages/ and tools/ past the limit of lines, but those exempt by name."""
+    too_long = []
+    for path in tracked(root, "packages") + tracked(root, "tools"):
+        lines = len((root / path).read_text(encoding="utf-8").splitlines())
+        if lines > rule["limit"] and str(path) not in rule["exempt"]:
+            too_long.append(f"{path}: {lines} lines, more than {rule['limit']} (split it along its seams)")
+    return too_long
 
 
 def measure(root: Path, package: str) -> dict[str, dict[Path, int]]:
@@ -67,6 +78,11 @@ def report(root: Path) -> list[str]:
         for part in ("plain", "speed"):
             if totals[part] > limits.get(part, 0):
                 over.append(f"{package}: {part} path {totals[part]} lines, budget {limits.get(part, 0)}")
+    tools = {path: lines_of_code((root / path).read_text(encoding="utf-8")) for path in tracked(root, "tools")}
+    print(f"{'tools/':<22} {sum(tools.values()):>7} {budget['tools']['plain']:>7}")
+    if sum(tools.values()) > budget["tools"]["plain"]:
+        over.append(f"tools/: {sum(tools.values())} lines, budget {budget['tools']['plain']}")
+    over += files_too_long(root, budget["files"])
     listed = set(budget["packages"])
     on_disk = {p.name for p in (root / "packages").iterdir() if (p / "pyproject.toml").exists()}
     over += [f"{name}: no budget in tools/size_budget.toml" for name in sorted(on_disk - listed)]

@@ -32,11 +32,29 @@ def test_a_package_over_its_budget_fails_and_the_speed_layer_counts_apart(tmp_pa
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
 
-    budget.write_text("[packages.demo]\nplain = 3\nspeed = 1\n")
+    rules = "[files]\nlimit = 600\nexempt = []\n[tools]\nplain = 0\n"
+    budget.write_text(rules + "[packages.demo]\nplain = 3\nspeed = 1\n")
     assert size_report.main(["--root", str(tmp_path)]) == 0
-    budget.write_text("[packages.demo]\nplain = 2\nspeed = 1\n")
+    budget.write_text(rules + "[packages.demo]\nplain = 2\nspeed = 1\n")
     assert size_report.main(["--root", str(tmp_path)]) == 1
     assert "over budget: demo: plain path 3 lines, budget 2" in capsys.readouterr().out
+
+
+def test_a_file_past_the_line_limit_fails_unless_exempt_by_name(tmp_path, capsys):
+    package = tmp_path / "packages" / "demo"
+    package.mkdir(parents=True)
+    (package / "pyproject.toml").write_text("")
+    (package / "long.py").write_text("# a reader holds the whole file\n" * 11)
+    (tmp_path / "tools").mkdir()
+    budget = tmp_path / "tools" / "size_budget.toml"
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
+    budget.write_text("[files]\nlimit = 10\nexempt = []\n[tools]\nplain = 0\n[packages.demo]\nplain = 0\n")
+    assert size_report.main(["--root", str(tmp_path)]) == 1
+    assert "packages/demo/long.py: 11 lines, more than 10" in capsys.readouterr().out
+    budget.write_text('[files]\nlimit = 10\nexempt = ["packages/demo/long.py"]\n[tools]\nplain = 0\n'
+                      "[packages.demo]\nplain = 0\n")
+    assert size_report.main(["--root", str(tmp_path)]) == 0
 
 
 def test_the_repository_is_within_its_budget():
