@@ -304,7 +304,8 @@ bool runOnDevice(const c10::OperatorHandle& op, Stack* stack) {
   bool noValues = timingOnly();
   bool async = meta != nullptr && (ranBefore || noValues || streamIsCapturing(*device) || insideKernel()) &&
                (noValues || !kernelMightRefuse(schema, args, operandDtypes));
-  WritesWithoutReading writes(writtenWithoutReading(info, args));  // Note [Memory timing-only mode never computed]
+  // Note [Memory timing-only mode never computed]; nothing to work out before timing-only mode marked memory.
+  WritesWithoutReading writes(someMemoryMarked() ? writtenWithoutReading(info, args) : std::vector<at::Tensor>{});
   if (async) {
     runAsync(op, stack, info, *meta, *device);
   } else {

@@ -1,6 +1,7 @@
 // TimingOnlyMemory.cpp - Note [Memory timing-only mode never computed].
 #include "runtime/TimingOnlyMemory.h"
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -37,9 +38,18 @@ void nameMaker(Block& block, const char* work) {
   block.uncomputedBy.compare_exchange_strong(mark, lasting(work));
 }
 
+// Set once a block is marked (someMemoryMarked).
+std::atomic<bool> marked{false};
+
 }  // namespace
 
-void markIfTimingOnly(Block& block) { block.uncomputedBy.store(timingOnly() ? kOnlyAllocated : nullptr); }
+void markIfTimingOnly(Block& block) {
+  bool mark = timingOnly();
+  block.uncomputedBy.store(mark ? kOnlyAllocated : nullptr);
+  if (mark) marked.store(true, std::memory_order_relaxed);
+}
+
+bool someMemoryMarked() { return marked.load(std::memory_order_relaxed); }
 
 void noteOverwritten(const char* work, const at::Tensor& t) {
   Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;

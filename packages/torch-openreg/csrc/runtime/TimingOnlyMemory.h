@@ -31,6 +31,9 @@ struct Block;
 // The allocator's part: marks block if it is handed out in timing-only
 // mode, clears its mark otherwise.
 void markIfTimingOnly(Block& block);
+// Whether any block was ever marked: until then no launch needs to know
+// what it writes without reading (the executor skips working it out).
+bool someMemoryMarked();
 
 // Before queuing `work` (a kernel's or copy's name) over t:
 //  - checkOperandComputed: work reads t, unless a WritesWithoutReading scope
