@@ -26,7 +26,7 @@ from .published import Case, device_profile, with_parameters
 
 HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s")
 LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
-                    "conv_forward_factor", "vector_fraction", "elementwise_memory_fraction",
+                    "conv_forward_factor", "conv_winograd_factor", "vector_fraction", "elementwise_memory_fraction",
                     "reduction_memory_fraction", "norm_memory_fraction", "copy_fraction", "simple_fraction")
 
 
@@ -47,7 +47,8 @@ PARAMETERS = {
     "gemm_tf32_fraction": (0.7, 0.05, 1.0),
     "gemm_16bit_fraction": (0.8, 0.05, 1.0),
     "gemm_8bit_fraction": (0.7, 0.05, 1.0),
-    "conv_forward_factor": (0.8, 0.05, 4.0),  # above 1: the library's algorithm (Winograd) does less work
+    "conv_forward_factor": (0.8, 0.05, 4.0),
+    "conv_winograd_factor": (1.5, 0.05, 4.0),  # above 1: Winograd multiplies less than the direct product
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's
     "matrix_tile_overhead": (8.0, 0.01, 1e3),

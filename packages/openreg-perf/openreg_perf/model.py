@@ -23,7 +23,8 @@ Note [How a matrix kernel is chosen]
 A GEMM library (cuBLAS, hipBLASLt) has kernels for several output tiles and may split the reduction
 into slices whose partial results a second pass adds; its heuristics aim at the fastest. The model
 prices every candidate of the profile's [matrix] menu (the SIMT tiles for FP32/FP64, the matrix-unit
-tiles otherwise) with every split 1, 2, 4, ... up to matrix.max_split_k (each slice at least
+tiles otherwise; batched FP32 products the batched_simt_tiles where a profile names them: cuBLAS runs
+those on one or a few kernels whatever the shape, waste and all) with every split 1, 2, 4, ... up to matrix.max_split_k (each slice at least
 MIN_SLICE_DEPTH deep; splits only where the unsplit output tiles leave units idle, as the libraries'
 heuristics do) and takes the fastest:
   resident  = clamp(largest tile's area / (tm * tn), 1, MAX_RESIDENT_TILES)  tiles one unit runs at once
@@ -65,6 +66,7 @@ GEMM_LEVEL = {"fp64": "gemm_fp32_fraction", "fp32": "gemm_fp32_fraction", "tf32"
               "int8": "gemm_8bit_fraction"}
 # A matrix kernel's kind and role -> the factors on its level (a product of several: their mean).
 KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
+                ("conv", "forward_winograd"): ("conv_winograd_factor",),
                 ("conv", "input_grad"): ("conv_input_grad_factor",),
                 ("conv", "weight_grad"): ("conv_weight_grad_factor",),
                 ("conv", "input_weight_grad"): ("conv_input_grad_factor", "conv_weight_grad_factor"),
@@ -155,7 +157,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     """The candidate of the profile's menu predicted fastest for a matrix cost (Note [How a matrix
     kernel is chosen])."""
     precision = profile.matrix_precision(dtype or cost.precision)
-    tiles = profile.matrix.simt_tiles if precision in ("fp32", "fp64") else profile.matrix.tensor_tiles
+    tiles = _menu(profile, precision, cost.matrix.batch)
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile)
     rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
     efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
@@ -172,6 +174,14 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
             best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
     shape, compute, reduction = best
     return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, efficiency.matrix_setup_s, reduction)
+
+
+def _menu(profile: Profile, precision: str, batch: int) -> tuple:
+    """The tiles the library chooses between for a product in precision, batched or not."""
+    matrix = profile.matrix
+    if precision not in ("fp32", "fp64"):
+        return matrix.tensor_tiles
+    return matrix.batched_simt_tiles if batch > 1 and matrix.batched_simt_tiles else matrix.simt_tiles
 
 
 @dataclass(frozen=True)

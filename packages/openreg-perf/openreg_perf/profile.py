@@ -11,7 +11,7 @@ import functools
 import math
 import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -72,6 +72,9 @@ class Matrix:
     simt_tiles: tuple  # tiles of the kernels without matrix units (FP32 and FP64 products)
     tensor_tiles: tuple  # tiles of the matrix-unit kernels (TF32, BF16/FP16, FP8, INT8)
     max_split_k: int  # the most slices the reduction dimension is split into (1: never)
+    # The tiles the library runs batched FP32 products (bmm) with, where its batched heuristic picks
+    # from fewer kernels than its single-product one; empty: the same menu as simt_tiles.
+    batched_simt_tiles: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ class Efficiency:
     gemm_8bit_fraction: float  # FP8 and INT8 products on the matrix units
     conv_forward_factor: float  # a convolution's forward pass, relative to a GEMM of its precision (above 1:
     #                             the library's algorithm does less work than the direct product, as Winograd)
+    conv_winograd_factor: float  # a forward convolution the library runs as Winograd (Note [Which convolutions
+    #                              run as Winograd] in costs/products.py): it multiplies less than the product
     conv_input_grad_factor: float  # its gradient with respect to the input
     conv_weight_grad_factor: float  # its gradient with respect to the weight
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision
@@ -321,11 +326,14 @@ def _provenance(values, path: str) -> dict:
 
 def _build_section(record: type, values: dict, section: str, path: str):
     expected = {field.name: field.type for field in fields(record)}
+    field_defaults = {field.name: field.default for field in fields(record)}
     _refuse_unknown(values, set(expected), f"{section}.", path)
     checked = {}
     for key, type_name in expected.items():
         where = f"{path}: field '{section}.{key}'"
         if key not in values:
+            if field_defaults.get(key, MISSING) is not MISSING:
+                continue  # an optional field: the record's default
             raise ProfileError(f"{where} is missing")
         checked[key] = _check_value(values[key], type_name, key, where)
     return record(**checked)

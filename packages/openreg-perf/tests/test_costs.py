@@ -90,6 +90,24 @@ def test_convolution_with_bias_and_padding():
     assert result.matrix == MatrixShape(1, 2 * 256, 4, 27)
 
 
+def _conv3x3(channels, size, dtype=F32, stride=1):
+    return cost("aten::convolution", [[2, channels, size, size], [8, channels, 3, 3], [], [], [], [], [], [], []],
+                [dtype, dtype, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                [None, None, None, [stride, stride], [1, 1], [1, 1], False, [0, 0], 1])
+
+
+def test_a_3x3_fp32_convolution_with_many_channels_runs_as_winograd():
+    """Note [Which convolutions run as Winograd]: 64 input channels, stride 1, FP32. Winograd computes
+    whole 4 x 4 blocks of outputs: a 10 x 10 output is 3 x 3 blocks, 144 positions per image."""
+    winograd = _conv3x3(64, 10)
+    assert winograd.role == "forward_winograd"
+    assert winograd.matrix == MatrixShape(1, 2 * 144, 8, 64 * 9)
+    assert winograd.flops == 2 * (2 * 100) * 8 * (64 * 9)  # the useful work, as the plain convolution's
+    # Few channels, a stride, or matrix units: an implicit GEMM, one row per output position.
+    for other, positions in ((_conv3x3(32, 10), 100), (_conv3x3(64, 10, stride=2), 25), (_conv3x3(64, 10, BF16), 100)):
+        assert (other.role, other.matrix.m) == ("forward", 2 * positions)
+
+
 def test_conv2d_record_gives_the_same_cost():
     conv2d = cost("aten::conv2d", [CONV_INPUT, CONV_WEIGHT, [4], [], [], [], []],
                   [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],

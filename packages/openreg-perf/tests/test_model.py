@@ -96,6 +96,21 @@ def test_hand_worked_tile_choices():
     assert shallow.split_k == 1  # a 64-deep reduction is never split (MIN_SLICE_DEPTH)
 
 
+def test_a_batched_fp32_product_runs_on_the_librarys_batched_tiles():
+    """cuBLAS runs an A100's FP32 bmm on its 128 x 128 SGEMM kernel whatever the shape (NeuSight's
+    rows): 100 products of 36 x 4 outputs are 100 tiles of 128 x 128, 3.5x the work of 64 x 64 ones.
+    The same product unbatched chooses from the whole menu."""
+    a100 = load_profile("a100-pcie-40gb")
+    batched = cost_of(OpCall("aten::bmm", [[100, 36, 699], [100, 699, 4]], ["float", "float"]))
+    chosen = matrix_kernel(batched, None, a100)
+    assert (chosen.tile_m, chosen.tile_n, chosen.split_k) == (128, 128, 1)
+    single = matrix_kernel(mm(36, 699, 4, "float"), None, a100)
+    assert single.tile_m * single.tile_n < 128 * 128
+    # a chip whose profile names no batched menu chooses from simt_tiles for a bmm too
+    whole_menu = replace(a100, matrix=replace(a100.matrix, batched_simt_tiles=()))
+    assert matrix_kernel(batched, None, whole_menu).seconds < 0.5 * chosen.seconds
+
+
 def test_split_k_pays_for_its_partial_results():
     split = matrix_kernel(mm(128, 65536, 128, BF16), None, H100)
     assert split.split_k > 1 and split.reduction_seconds > H100.chip.kernel_floor_s

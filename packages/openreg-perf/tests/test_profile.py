@@ -87,6 +87,13 @@ def test_missing_field_is_refused(tmp_path):
     _refused(path, "'peak.bf16_flops_per_s'", "missing")
 
 
+def test_an_optional_field_left_out_takes_its_default_and_a_present_one_is_checked(tmp_path):
+    line = next(line for line in open(load_profile("h100-sxm").path).read().splitlines()
+                if line.startswith("batched_simt_tiles"))
+    assert load_profile(_variant(tmp_path, line, "")).matrix.batched_simt_tiles == ()
+    _refused(_variant(tmp_path, line, "batched_simt_tiles = []"), "'matrix.batched_simt_tiles'", "[rows, columns]")
+
+
 def test_missing_section_is_refused(tmp_path):
     path = _variant(tmp_path, "[memory]\n", "[not_memory]\n")
     _refused(path, "unknown field 'not_memory'")
