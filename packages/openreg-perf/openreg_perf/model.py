@@ -17,7 +17,7 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
             tree all_reduce: steps 2 ceil(log2 n), traffic 2
-            in-switch all_reduce (NVLink SHARP): t = c.switch_setup + bytes / (B * c.switch_fraction)
+            in-switch all_reduce (NVLink SHARP, from SWITCH_MIN_BYTES): t = c.switch_setup + bytes / (B * c.switch_fraction)
 
 Note [How a matrix kernel is chosen]
 A GEMM library (cuBLAS, hipBLASLt) has kernels for several output tiles and may split the reduction
@@ -60,6 +60,8 @@ ALGORITHMS = ("ring", "tree", "switch")
 MIN_SLICE_DEPTH = 128  # a split-K slice shallower than this costs more in partial results than it gains
 MAX_RESIDENT_TILES = 4
 PARTIAL_BYTES = 4  # split-K's partial results are FP32
+# NCCL reduces in the switch (NVLS) from this message size up; below it, its tuning picks ring or tree.
+SWITCH_MIN_BYTES = 2 * 2**20
 # Which e.gemm_*_fraction applies to a product's precision (on the units that run it).
 GEMM_LEVEL = {"fp64": "gemm_fp32_fraction", "fp32": "gemm_fp32_fraction", "tf32": "gemm_tf32_fraction",
               "bf16": "gemm_16bit_fraction", "fp16": "gemm_16bit_fraction", "fp8": "gemm_8bit_fraction",
@@ -294,7 +296,7 @@ def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, alg
     bus_bandwidth_factor(op, ranks)  # validates op
     if ranks <= 1:
         return 0.0
-    available = _algorithms(op, profile, ranks)
+    available = _algorithms(op, profile, ranks, nbytes)
     if algorithm is not None:
         if algorithm not in available:
             raise ValueError(f"{algorithm!r} cannot run {op} on {profile.name} over {ranks} ranks; "
@@ -303,11 +305,11 @@ def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, alg
     return min(_algorithm_seconds(op, nbytes, ranks, profile, name) for name in available)
 
 
-def _algorithms(op: str, profile: Profile, ranks: int) -> tuple[str, ...]:
+def _algorithms(op: str, profile: Profile, ranks: int, nbytes: float) -> tuple[str, ...]:
     if op != "all_reduce":
         return ("ring",)
     within_node = ranks <= profile.links.devices_per_node
-    if profile.links.switch_reduction and within_node:
+    if profile.links.switch_reduction and within_node and nbytes >= SWITCH_MIN_BYTES:
         return ("ring", "tree", "switch")
     return ("ring", "tree")
 

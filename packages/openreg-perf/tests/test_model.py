@@ -9,6 +9,7 @@ import pytest
 from openreg_perf import fit, published
 from openreg_perf.costs import OpCall, cost_of
 from openreg_perf.model import (
+    SWITCH_MIN_BYTES,
     bus_bandwidth_factor,
     collective_seconds,
     copy_seconds,
@@ -236,8 +237,14 @@ def test_bus_bandwidth_convention_of_nccl_tests():
 def test_the_fastest_algorithm_is_chosen_by_default():
     for size in (1 << 12, 1 << 24, 1 << 34):
         chosen = collective_seconds("all_reduce", size, 8, H100)
-        each = [collective_seconds("all_reduce", size, 8, H100, name) for name in ("ring", "tree", "switch")]
-        assert chosen == min(each)
+        algorithms = ("ring", "tree", "switch") if size >= SWITCH_MIN_BYTES else ("ring", "tree")
+        assert chosen == min(collective_seconds("all_reduce", size, 8, H100, name) for name in algorithms)
+
+
+def test_nccl_reduces_in_the_switch_only_from_its_threshold_up():
+    with pytest.raises(ValueError, match="'switch' cannot run all_reduce on h100-sxm"):
+        collective_seconds("all_reduce", SWITCH_MIN_BYTES // 2, 8, H100, "switch")
+    assert collective_seconds("all_reduce", SWITCH_MIN_BYTES, 8, H100, "switch") > 0
 
 
 def test_in_switch_reduction_needs_a_switch_that_reduces():
