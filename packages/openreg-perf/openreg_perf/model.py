@@ -17,16 +17,17 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
             tree all_reduce: steps 2 ceil(log2 n), traffic 2
-            in-switch all_reduce (NVLink SHARP, from SWITCH_MIN_BYTES): t = c.switch_setup + bytes / (B * c.switch_fraction)
+            in-switch all_reduce (NVLink SHARP, messages of SWITCH_MIN_BYTES and more):
+              t = c.switch_setup + bytes / (B * c.switch_fraction)
 
 Note [How a matrix kernel is chosen]
 A GEMM library (cuBLAS, hipBLASLt) has kernels for several output tiles and may split the reduction
 into slices whose partial results a second pass adds; its heuristics aim at the fastest. The model
 prices every candidate of the profile's [matrix] menu (the SIMT tiles for FP32/FP64, the matrix-unit
 tiles otherwise; batched FP32 products the batched_simt_tiles where a profile names them: cuBLAS runs
-those on one or a few kernels whatever the shape, waste and all) with every split 1, 2, 4, ... up to matrix.max_split_k (each slice at least
-MIN_SLICE_DEPTH deep; splits only where the unsplit output tiles leave units idle, as the libraries'
-heuristics do) and takes the fastest:
+those on one or a few kernels whatever the shape, waste and all) with every split 1, 2, 4, ... up to
+matrix.max_split_k (each slice at least MIN_SLICE_DEPTH deep; splits only where the unsplit output
+tiles leave units idle, as the libraries' heuristics do) and takes the fastest:
   resident  = clamp(largest tile's area / (tm * tn), 1, MAX_RESIDENT_TILES)  tiles one unit runs at once
   tiles     = batch * ceil(m / tm) * ceil(n / tn) * split;  waves = ceil(tiles / (units * resident))
   rate      = peak / (units * resident) * level / (1 + e.matrix_tile_overhead * (tm + tn) / (tm * tn))
