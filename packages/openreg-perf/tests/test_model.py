@@ -107,6 +107,10 @@ def test_a_batched_fp32_product_runs_on_the_librarys_batched_tiles():
     assert (chosen.tile_m, chosen.tile_n, chosen.split_k) == (128, 128, 1)
     single = matrix_kernel(mm(36, 699, 4, "float"), None, a100)
     assert single.tile_m * single.tile_n < 128 * 128
+    # cuBLAS names a tile by the output's columns first (it computes the transpose): the P100's
+    # maxwell_sgemm_128x64 covers 64 rows and 128 columns of a bmm's output
+    pascal = matrix_kernel(batched, None, load_profile("p100-pcie-16gb"))
+    assert (pascal.tile_m, pascal.tile_n) == (64, 128)
     # a chip whose profile names no batched menu chooses from simt_tiles for a bmm too
     whole_menu = replace(a100, matrix=replace(a100.matrix, batched_simt_tiles=()))
     assert matrix_kernel(batched, None, whole_menu).seconds < 0.5 * chosen.seconds
