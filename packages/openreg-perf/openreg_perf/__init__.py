@@ -44,6 +44,7 @@ class Run:
         self.memory: dict = {}  # device -> memory.MemorySplit
         self.trace = self.timeline = None
         self.partial, self.error = False, None
+        self.values_read_as_nan = 0  # reads of a value NaN stood for (Note [Values read in timing-only mode])
 
     def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
@@ -99,6 +100,9 @@ class Run:
                     f"missing from this prediction\n{text}")
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
+        if self.values_read_as_nan:
+            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), print) "
+                     f"got NaN: timing-only mode computes none")
         return text
 
     def export_chrome_trace(self, path: str | Path) -> None:
@@ -118,7 +122,7 @@ class Run:
 # LITERALINCLUDE START: PERF_SIMULATE
 @contextmanager
 def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: bool = True,
-             host: str = "profile") -> Iterator[Run]:
+             host: str = "profile", strict: bool = False) -> Iterator[Run]:
     """Runs the with block on openreg, recording it, and predicts it on `profile` (a bundled profile's
     name, a TOML file, or a Profile). Collectives are predicted for `ranks` ranks (default: the
     default process group's size, or 1). With execute=False the block runs in timing-only mode
@@ -127,7 +131,9 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     the host's time between launches as the profile's [host] section describes the target's host
     ("profile": the prediction depends only on the program and the profile), as measured on this
     machine ("this-machine"), or nothing but launches ("launches"; Note [How the host is replayed] in
-    timeline.py). Resets the peak memory statistics of every openreg device. When the block raises,
+    timeline.py). Without execution, a floating-point value read to the host (a log line's .item(),
+    print) is NaN, with a warning, and the summary counts such reads; strict=True makes them raise
+    (torch.openreg.set_timing_only). Resets the peak memory statistics of every openreg device. When the block raises,
     the region up to that point is predicted all the same (run.partial) and the exception goes on."""
     import torch
 
@@ -146,7 +152,8 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     for device in devices:
         torch.openreg.reset_peak_memory_stats(device)
     timing_only = torch.openreg.is_timing_only()
-    torch.openreg.set_timing_only(timing_only or not execute)
+    torch.openreg.set_timing_only(timing_only or not execute, strict=strict)
+    reads_before = torch.openreg.values_read_as_nan()
     raised = None
     try:
         with MemoryWatch(devices) as memory, capture.record(devices) as trace:
@@ -156,6 +163,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
                 raised = error
     finally:
         torch.openreg.set_timing_only(timing_only)
+    run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
     trace.host_pauses_ns = sorted(memory.pauses_ns)
     if raised is None:
         run._finish(trace, memory.splits)
@@ -185,8 +193,9 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
-# Note [Reading values in timing-only mode]: torch-openreg refuses every read of a tensor's values in
-# timing-only mode, naming the operator that needed them. For .item() or a copy to the CPU that is
+# Note [Reading values in timing-only mode]: torch-openreg refuses the reads of a tensor's values in
+# timing-only mode that NaN cannot stand for (its Note [Values read in timing-only mode]: integers,
+# booleans, every read in strict mode), naming the operator that needed them. For .item() or a copy to the CPU that is
 # the user's own call; printing a tensor, though, reaches torch's formatter first, which calls
 # aten::masked_select (and .item()) on the device, an operator the user never wrote. The refusal has
 # no type of its own: it is told by its message (runtime/Device.cpp's checkValuesComputed in

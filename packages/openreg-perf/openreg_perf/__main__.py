@@ -1,7 +1,7 @@
 """The command line of openreg-perf:
 
     python -m openreg_perf profiles                      list the device profiles
-    python -m openreg_perf run --profile h100-sxm [--ranks N] [--no-execute] [--trace T.json] [--plot P.svg]
+    python -m openreg_perf run --profile h100-sxm [--ranks N] [--no-execute [--strict]] [--trace T.json] [--plot P.svg]
                                script.py [args]          run script.py on openreg, print its prediction
     python -m openreg_perf calibrate-host [--output P]   measure this machine as the `host` profile
 
@@ -58,7 +58,7 @@ def _run(args) -> int:
         sys.path.insert(0, str(Path(args.script).resolve().parent))
     run = None
     try:
-        with simulate(profile, ranks=args.ranks, execute=not args.no_execute) as run:
+        with simulate(profile, ranks=args.ranks, execute=not args.no_execute, strict=args.strict) as run:
             _run_script(args.script)
     except (Exception, SystemExit) as error:
         if run is None or not run.partial:
@@ -169,6 +169,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-execute", action="store_true",
                      help="timing-only: compute nothing, on devices of the profile's capacity (a model larger "
                           "than this machine)")
+    run.add_argument("--strict", action="store_true",
+                     help="with --no-execute: a value read to the host (.item(), print) raises instead of reading "
+                          "as NaN")
     run.add_argument("--trace", help="write the predicted timeline as a Chrome/Perfetto trace")
     run.add_argument("--plot", help="write the report's picture (SVG)")
     run.add_argument("--top", type=int, default=10, help="kernels listed in the summary")

@@ -4,6 +4,7 @@ point. The command line's refusals are test_cli.py's."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import openreg_perf
@@ -76,6 +77,27 @@ def test_a_region_that_raises_is_predicted_up_to_that_point_and_the_exception_go
     assert "predicted on h100-sxm" in "\n".join(lines[1:])
     again = run.predicted_again(ranks=8)
     assert again.partial and again.error == run.error  # the same region, cut short the same way
+
+
+def test_a_logged_value_reads_as_nan_and_is_counted_and_strict_mode_raises():
+    """Note [Values read in timing-only mode]: a loop that logs loss.item() is predicted whole; the
+    summary counts the reads NaN stood for. strict=True makes the first read raise: the prediction up
+    to it is kept, marked partial."""
+    torch.openreg.set_timing_only(True)  # as simulate(..., execute=False) does, on devices of any capacity
+    try:
+        x = torch.randn(64, 64, device="openreg")
+        with pytest.warns(UserWarning, match="NaN stands for it"):
+            with openreg_perf.simulate("h100-sxm") as run:
+                logged = [(x @ x).sum().item() for _ in range(3)]
+        assert all(math.isnan(value) for value in logged) and run.values_read_as_nan == 3
+        assert not run.partial and "3 reads of a value to the host" in run.summary()
+        assert [kernel.op for kernel in run.kernels if kernel.category == "compute"].count("aten::mm") == 3
+        with pytest.raises(RuntimeError, match="needs values of device memory"):
+            with openreg_perf.simulate("h100-sxm", strict=True) as strict:
+                (x @ x).sum().item()
+        assert strict.partial and strict.values_read_as_nan == 0
+    finally:
+        torch.openreg.set_timing_only(False)
 
 
 def test_printing_a_tensor_in_timing_only_mode_is_explained_as_a_read_of_its_values():

@@ -245,9 +245,11 @@ with torch.device("openreg"):
     model = LlamaForCausalLM._from_config(config, dtype=torch.bfloat16)
     ids = torch.zeros(1, 512, dtype=torch.long)
 with openreg_perf.simulate("h100-sxm", execute=False) as run:
-    model(input_ids=ids, labels=ids).loss.backward()
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    logged = loss.item()  # a training loop's log line: NaN stands for the value never computed
 try:
-    model(input_ids=ids).logits.sum().item()
+    model(input_ids=ids).logits.argmax(-1)[0, -1].item()  # a token id: nothing can stand in for it
 except RuntimeError as error:
     refusal = str(error)
 with open("/proc/meminfo") as meminfo:
@@ -255,7 +257,7 @@ with open("/proc/meminfo") as meminfo:
 print(json.dumps({"parameters": sum(p.numel() for p in model.parameters()), "peak": run.peak_memory_bytes[0],
                   "split": [run.memory[0].parameters, run.memory[0].gradients], "time": run.total_time_s,
                   "machine": machine, "host_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "refusal": refusal}))
+                  "refusal": refusal, "logged": str(logged), "reads": run.values_read_as_nan}))
 """
 
 
@@ -272,6 +274,7 @@ def test_a_7b_model_larger_than_this_machine_runs_forward_and_backward_without_e
     assert found["host_peak"] < 3 * 2**30  # of which the host holds none
     assert found["time"] > 0
     assert "aten::_local_scalar_dense" in found["refusal"] and "timing-only mode" in found["refusal"]
+    assert (found["logged"], found["reads"]) == ("nan", 1)
 
 
 def test_without_executing_the_same_kernels_take_the_same_predicted_time(tmp_path):

@@ -273,6 +273,12 @@ def _check_timing_only():
     assert openreg.is_timing_only() is False
 
 
+def _check_values_read_as_nan():
+    # test_timing_only.py checks when NaN stands for a value; here, the count's shape.
+    count = openreg.values_read_as_nan()
+    assert isinstance(count, int) and count >= 0
+
+
 def _check_meta_disagreements():
     # test_executor.py makes an operator disagree; here, the API's shape.
     found = openreg.meta_disagreements()
@@ -305,6 +311,7 @@ CHECKS = {
     "OperatorRecord": _check_record_activity,
     "meta_disagreements": _check_meta_disagreements,
     "set_timing_only": _check_timing_only, "is_timing_only": _check_timing_only,
+    "values_read_as_nan": _check_values_read_as_nan,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,
     "StreamContext": _check_stream_context, "current_device": _check_current_device,
     "current_stream": _check_current_stream, "default_generators": _check_default_generators,

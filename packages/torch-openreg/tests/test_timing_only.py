@@ -1,11 +1,14 @@
 """Timing-only mode from PyTorch (torch.openreg.set_timing_only; the runtime's Note [Timing-only
-mode]): programs run for their shapes, allocations and kernels, never for their values; whatever needs
-a value raises, naming the operator and the mode; a device of any capacity exists on this machine, and
+mode]): programs run for their shapes, allocations and kernels, never for their values; a floating-point
+value read to the host reads as NaN, and whatever else needs a value raises, naming the operator and the
+mode; a device of any capacity exists on this machine, and
 running out of it raises torch.OutOfMemoryError where the caching allocator would."""
 
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 
 import pytest
 import torch
@@ -37,18 +40,46 @@ def test_a_training_step_runs_for_its_shapes_and_kernels(timing_only):
 
 
 @pytest.mark.parametrize("needs_a_value, names", [
-    (lambda t: t.item(), "aten::_local_scalar_dense (.item()"),
-    (lambda t: bool(t), "aten::_local_scalar_dense (.item(), or bool()"),
-    (lambda t: t.cpu(), "a copy from an openreg tensor to the CPU"),
+    (lambda t: t.long().item(), "aten::_local_scalar_dense (.item()"),
+    (lambda t: bool(t > 0), "aten::_local_scalar_dense (.item(), or bool()"),
+    (lambda t: t.long().cpu(), "a copy from an openreg tensor to the CPU"),
     (lambda t: print(t), "timing-only mode"),  # printing first looks for non-finite values
     (lambda t: torch.nonzero(t), "aten::nonzero (its output shape depends on the data"),
     (lambda t: t[t > 0], "(its output shape depends on the data"),
-], ids=["item", "bool", "cpu", "print", "nonzero", "boolean index"])
+], ids=["integer item", "bool of a comparison", "integer copy", "print", "nonzero", "boolean index"])
 def test_what_needs_a_value_raises_and_names_it(timing_only, needs_a_value, names):
     t = torch.ones(1, device="openreg")
     with pytest.raises(RuntimeError, match="timing-only mode") as failure:
         needs_a_value(t)
     assert names in str(failure.value) and "values of device memory" in str(failure.value)
+
+
+def test_a_floating_point_value_read_is_nan_with_one_warning_per_line(timing_only):
+    """Note [Values read in timing-only mode]: a log line's .item() and a copy to the CPU read NaN,
+    counted, with a warning once per line of the program that reads."""
+    before = torch.openreg.values_read_as_nan()
+    t = torch.ones(3, device="openreg")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        logged = [t.sum().item() for _ in range(3)]  # one line, three reads
+        host = t.cpu()
+    assert all(math.isnan(value) for value in logged) and host.isnan().all()
+    assert torch.openreg.values_read_as_nan() - before == 4
+    assert len([w for w in caught if "NaN stands for it" in str(w.message)]) == 2
+    torch.openreg.set_timing_only(False)
+    assert math.isnan((torch.tensor(logged, device="openreg") * 2).sum().item())  # NaN after the mode, too
+
+
+def test_strict_mode_raises_for_every_value_read():
+    torch.openreg.set_timing_only(True, strict=True)
+    try:
+        t = torch.ones(3, device="openreg")
+        for read in (lambda: t.sum().item(), t.cpu):
+            with pytest.raises(RuntimeError, match="needs values of device memory"):
+                read()
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert torch.ones(3, device="openreg").sum().item() == 3.0
 
 
 def test_the_cpu_fallback_needs_values_too(timing_only):

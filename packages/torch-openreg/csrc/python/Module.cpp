@@ -24,6 +24,7 @@
 #include "profiler/Profiler.h"
 #include "runtime/Serialization.h"
 #include "runtime/Stream.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace py = pybind11;
 
@@ -172,6 +173,8 @@ void bindModule(py::module_ m) {
     setFallbackMode(*mode);
   });
   m.def("_get_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
+  m.def("_set_strict_value_reads", [](bool strict) { setStrictValueReads(strict); });
+  m.def("_values_read_as_nan", [] { return valuesReadAsNaN(); });
   m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });
   m.def("_get_layout_tag", [](const at::Tensor& t) { return layoutTag(t); });
   // The rest comes from files a vendor may leave out (ModuleBinding).

@@ -85,4 +85,31 @@ WritesWithoutReading::WritesWithoutReading(c10::ArrayRef<at::Tensor> written)
 
 WritesWithoutReading::~WritesWithoutReading() { writtenWithoutReading.resize(previousCount_); }
 
+namespace {
+std::atomic<bool> strictValueReads{false};
+std::atomic<int64_t> readAsNaN{0};
+}  // namespace
+
+// Note [Values read in timing-only mode]
+bool readsAsNaN(const char* what, c10::ScalarType type) {
+  if (!timingOnly()) return false;
+  if (strictValueReads.load()) checkValuesComputed(what);
+  TORCH_CHECK(c10::isFloatingType(type) || c10::isComplexType(type), "openreg: ", what, " needs values of device "
+              "memory, and openreg runs in timing-only mode, which computes none. This value is a ", type, ": an "
+              "integer or boolean decides what the program does (an index, a size, a branch), so nothing can stand "
+              "in for it. Leave it out of the region, or predict with execute=True");
+  ++readAsNaN;
+  TORCH_WARN("openreg: ", what, " in timing-only mode reads a value that was never computed: NaN stands for it ",
+             "(Note [Values read in timing-only mode]; set_timing_only(True, strict=True) raises instead)");
+  return true;
+}
+
+void setStrictValueReads(bool strict) {
+  strictValueReads = strict;
+}
+
+int64_t valuesReadAsNaN() {
+  return readAsNaN.load();
+}
+
 }  // namespace torch_openreg

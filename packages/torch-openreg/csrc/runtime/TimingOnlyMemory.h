@@ -44,6 +44,28 @@ bool someMemoryMarked();
 void checkOperandComputed(const char* work, const at::Tensor& t);
 void noteOverwritten(const char* work, const at::Tensor& t);
 
+// LITERALINCLUDE START: VALUES_READ_NOTE
+// Note [Values read in timing-only mode]
+// A training loop logs as it goes (print(loss.item()), print(t.cpu())):
+// such a read in timing-only mode must neither stop the prediction nor
+// hand back whatever the memory held. So a floating-point value read to
+// the host (.item(), float(), a copy to the CPU) reads as NaN, which no
+// one mistakes for a result, with a warning once per line of the program
+// that reads it, and each read is counted (the prediction's report says
+// how many). An integer or boolean value decides what the program does (an
+// index, a size, `if loss < best`), so nothing can stand in for it: its
+// read raises. Strict mode (set_timing_only(True, strict=True)) raises for
+// every read.
+// LITERALINCLUDE END: VALUES_READ_NOTE
+//
+// In timing-only mode, `what` reads values of type `type` to the host:
+// returns true where NaN stands for them (after the warning, counted),
+// throws c10::Error otherwise. Outside timing-only mode: false.
+bool readsAsNaN(const char* what, c10::ScalarType type);
+void setStrictValueReads(bool strict);
+// How many reads NaN stood for since the process started.
+int64_t valuesReadAsNaN();
+
 // While alive, the launches of this thread write these tensors without
 // reading them (the executor's out= results and fill_, a random fill).
 class WritesWithoutReading {

@@ -78,6 +78,7 @@ __all__ = [
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_device_executor_enabled",
     "set_fallback_mode", "set_per_process_memory_fraction",
     "set_rng_state", "set_timing_only", "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "values_read_as_nan",
 ]
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -319,15 +320,18 @@ def executor_counts() -> dict[str, tuple[int, int]]:
 
 
 # LITERALINCLUDE START: SET_TIMING_ONLY
-def set_timing_only(enabled: bool) -> None:
+def set_timing_only(enabled: bool, strict: bool = False) -> None:
     """Switches timing-only mode on or off for the whole process (the runtime's Note [Timing-only
     mode]): programs run for their shapes, allocations, streams and events, their kernels and copies
     compute nothing, and device memory is never touched, so a device larger than this machine's
-    memory can be used (OPENREG_DEVICE_MEMORY). What needs a value (.item(), .cpu(), bool(t), an
-    operator whose output shape depends on the data) raises, naming the operator. Waits for the work
-    already queued first. OPENREG_TIMING_ONLY=1 starts the process in it; openreg_perf.simulate(...,
-    execute=False) uses it for its region."""
+    memory can be used (OPENREG_DEVICE_MEMORY). A floating-point value read to the host (.item(),
+    float(t), .cpu(), print) reads as NaN, with a warning once per line that reads it; an integer or
+    boolean value (int(t), bool(t), an operator whose output shape depends on the data) raises,
+    naming the operator (Note [Values read in timing-only mode]). strict=True raises for every read.
+    Waits for the work already queued first. OPENREG_TIMING_ONLY=1 starts the process in it;
+    openreg_perf.simulate(..., execute=False) uses it for its region."""
     _lazy_init()
+    _C._set_strict_value_reads(bool(strict))
     openreg_runtime.set_timing_only(bool(enabled))
 
 
@@ -335,6 +339,12 @@ def is_timing_only() -> bool:
     """Whether timing-only mode is on (set_timing_only)."""
     _lazy_init()
     return openreg_runtime.get_timing_only()
+
+
+def values_read_as_nan() -> int:
+    """How many reads of a value to the host NaN stood for in timing-only mode, since the process
+    started (set_timing_only)."""
+    return _C._values_read_as_nan()
 # LITERALINCLUDE END: SET_TIMING_ONLY
 
 
