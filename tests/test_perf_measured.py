@@ -47,7 +47,9 @@ def test_every_measured_row_is_a_case_of_the_script_that_measured_it():
 
 # (row, largest |predicted / measured - 1| allowed): about twice what it was when the profile was fitted.
 REPRESENTATIVE = [
-    ("GEMM torch.matmul | M=4096 K=4096 N=4096 | BF16", 0.15),  # compute-bound: 0.99
+    # compute-bound: 1.16. One level prices FP16 and BF16, and the fit follows the typical 16-bit row;
+    # this shape's BF16 ran at 175 us where its FP16 took 199 (tools/bench/measured, both runs).
+    ("GEMM torch.matmul | M=4096 K=4096 N=4096 | BF16", 0.25),
     ("GEMM torch.matmul | M=4096 K=4096 N=4096 | TF32", 0.30),  # TF32 from PyTorch's flag: 0.88
     ("kernel: add (out=) | 1024 elements, eager back to back | FP32", 0.25),  # the host's launch: 0.97
     ("kernel: add (out=) | 67108864 elements, eager back to back | FP32", 0.15),  # memory-bound: 1.02

@@ -35,6 +35,9 @@ void nonFiniteCheckAndUnscale(at::TensorList grads, at::Tensor& foundInf, const 
     at::Tensor found = v.one(1);
     at::_amp_foreach_non_finite_check_and_unscale_(v.list(0), found, v.one(2));
   });
+  // Timing-only mode computes no gradient, so none overflows: GradScaler
+  // reads found_inf = 0 and steps (Note [Values read in timing-only mode]).
+  torch_openreg::stateTimingOnlyValue(foundInf, 0.0);
 }
 
 // scale *= backoff after an inf/nan step; scale *= growth after

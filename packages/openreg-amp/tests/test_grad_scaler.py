@@ -121,6 +121,34 @@ def test_inf_or_nan_in_one_gradient_skips_the_step_and_backs_off_the_scale():
         assert scaler.get_scale() == 256.0
 
 
+def test_in_timing_only_mode_no_gradient_overflows_and_the_optimizer_steps():
+    """Timing-only mode computes no gradient (torch-openreg's Note [Values read in timing-only mode]):
+    the non-finite check states found_inf = 0, so GradScaler takes the no-overflow path and steps, as
+    a prediction of a mixed-precision training loop needs. Work over found_inf afterwards (the scale
+    update) makes the stated value stale: a read then gets NaN."""
+    model, x, y = _model_and_batch("openreg")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps = []
+    step = optimizer.step
+    optimizer.step = lambda *args, **kwargs: steps.append(1) or step(*args, **kwargs)
+    scaler = torch.amp.GradScaler("openreg")
+    torch.openreg.set_timing_only(True)
+    try:
+        for _ in range(2):
+            _scaled_backward(scaler, model, x, y, "openreg")
+            scaler.unscale_(optimizer)
+            (found,) = scaler._found_inf_per_device(optimizer).values()
+            assert found.item() == 0.0
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        with pytest.warns(UserWarning, match="NaN stands for it"):
+            assert found.item() != found.item()  # NaN: the scale update was queued over it
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert len(steps) == 2
+
+
 def test_scale_grows_after_growth_interval_clean_steps():
     model, x, y = _model_and_batch("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -26,6 +26,11 @@ from .profile import Profile, ProfileError, list_profiles, load_profile
 __all__ = ["Profile", "ProfileError", "Run", "devices_for", "list_profiles", "load_profile", "simulate"]
 
 
+# torch-openreg's Note [Values read in timing-only mode]: in timing-only mode this check finds no
+# overflow (openreg-amp states found_inf = 0), and the summary says the prediction assumed so.
+GRAD_SCALER_CHECK = "aten::_amp_foreach_non_finite_check_and_unscale_"
+
+
 class Run:
     """What simulate() predicts for its region, filled in when the with block ends.
 
@@ -45,6 +50,7 @@ class Run:
         self.trace = self.timeline = None
         self.partial, self.error = False, None
         self.values_read_as_nan = 0  # reads of a value NaN stood for (Note [Values read in timing-only mode])
+        self.timing_only = not executed  # the region ran in timing-only mode (also when it was on before)
 
     def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
@@ -88,6 +94,7 @@ class Run:
         if profile is not None and not isinstance(profile, Profile):
             profile = load_profile(profile)
         other = Run(profile or self.profile, ranks, self.executed, host)
+        other.timing_only, other.values_read_as_nan = self.timing_only, self.values_read_as_nan
         other._finish(self.trace, self.memory, self.error)
         return other
 
@@ -103,6 +110,10 @@ class Run:
         if self.values_read_as_nan:
             text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), print) "
                      f"got NaN: timing-only mode computes none")
+        checks = sum(kernel.op == GRAD_SCALER_CHECK for kernel in self.kernels) if self.timing_only else 0
+        if checks:
+            text += (f"\n  assumed            no gradient overflows: GradScaler's {checks} non-finite checks found "
+                     f"none, and it stepped (timing-only mode computes no gradient)")
         return text
 
     def export_chrome_trace(self, path: str | Path) -> None:
@@ -152,7 +163,8 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     for device in devices:
         torch.openreg.reset_peak_memory_stats(device)
     timing_only = torch.openreg.is_timing_only()
-    torch.openreg.set_timing_only(timing_only or not execute, strict=strict)
+    run.timing_only = timing_only or not execute
+    torch.openreg.set_timing_only(run.timing_only, strict=strict)
     reads_before = torch.openreg.values_read_as_nan()
     raised = None
     try:

@@ -33,6 +33,10 @@ struct Block {
   // them, "" before any did, null for computed values (Note [Memory
   // timing-only mode never computed]). Read by launches without the mutex.
   std::atomic<const char*> uncomputedBy{nullptr};
+  // A value a kernel stated for it in timing-only mode (stateTimingOnlyValue),
+  // valid while hasStatedValue; any other work over it forgets it.
+  std::atomic<double> statedValue{0.0};
+  std::atomic<bool> hasStatedValue{false};
 
   bool wholeSegment() const { return prev == nullptr && next == nullptr; }
 };

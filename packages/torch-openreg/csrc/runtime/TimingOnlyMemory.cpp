@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_set>
 
+#include <torch_openreg/Kernel.h>
+
 #include "runtime/AllocatorBlocks.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -32,8 +34,10 @@ bool coversItsStorage(const at::Tensor& t) {
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
-// In timing-only mode, the first work over a block marked by the allocator is what made it.
+// In timing-only mode, the first work over a block marked by the allocator is what made it. Any work
+// over it may change it: a value stated for it is forgotten.
 void nameMaker(Block& block, const char* work) {
+  block.hasStatedValue.store(false, std::memory_order_release);
   const char* mark = kOnlyAllocated;
   block.uncomputedBy.compare_exchange_strong(mark, lasting(work));
 }
@@ -102,6 +106,21 @@ bool readsAsNaN(const char* what, c10::ScalarType type) {
   TORCH_WARN("openreg: ", what, " in timing-only mode reads a value that was never computed: NaN stands for it ",
              "(Note [Values read in timing-only mode]; set_timing_only(True, strict=True) raises instead)");
   return true;
+}
+
+void stateTimingOnlyValue(const at::Tensor& t, double value) {
+  TORCH_CHECK(isOpenRegTensor(t) && t.numel() == 1, "stateTimingOnlyValue: t must be an openreg tensor of one "
+              "element, not ", t.defined() ? t.toString() : std::string("an undefined tensor"));
+  Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
+  if (block == nullptr || block->uncomputedBy.load() == nullptr) return;  // computed memory keeps its values
+  block->statedValue.store(value, std::memory_order_relaxed);
+  block->hasStatedValue.store(true, std::memory_order_release);
+}
+
+std::optional<double> statedValueOf(const at::Tensor& t) {
+  Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
+  if (block == nullptr || !block->hasStatedValue.load(std::memory_order_acquire)) return std::nullopt;
+  return block->statedValue.load(std::memory_order_relaxed);
 }
 
 void setStrictValueReads(bool strict) {

@@ -24,6 +24,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include <optional>
+
 namespace torch_openreg {
 
 struct Block;
@@ -55,13 +57,18 @@ void noteOverwritten(const char* work, const at::Tensor& t);
 // how many). An integer or boolean value decides what the program does (an
 // index, a size, `if loss < best`), so nothing can stand in for it: its
 // read raises. Strict mode (set_timing_only(True, strict=True)) raises for
-// every read.
+// every read. Where the mode's assumptions fix a value, the kernel that
+// makes it states it (stateTimingOnlyValue): GradScaler's check finds no
+// overflow, and reads of its found_inf get 0, so the optimizer steps.
 // LITERALINCLUDE END: VALUES_READ_NOTE
 //
 // In timing-only mode, `what` reads values of type `type` to the host:
 // returns true where NaN stands for them (after the warning, counted),
 // throws c10::Error otherwise. Outside timing-only mode: false.
 bool readsAsNaN(const char* what, c10::ScalarType type);
+// In timing-only mode, the value a kernel stated for t (stateTimingOnlyValue
+// in the public Kernel.h), if any work over t since has not made it stale.
+std::optional<double> statedValueOf(const at::Tensor& t);
 void setStrictValueReads(bool strict);
 // How many reads NaN stood for since the process started.
 int64_t valuesReadAsNaN();

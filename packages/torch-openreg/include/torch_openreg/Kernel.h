@@ -81,6 +81,21 @@ TORCH_OPENREG_API c10::Stream getStreamFromExternal(orStream_t stream, c10::Devi
 // every layer off. Constant once torch-openreg has loaded; thread-safe.
 // Returns the answer. Related: Note [Deletable speed layers]. Since API 1.2.
 TORCH_OPENREG_API bool fastPathsEnabled();
+
+// In timing-only mode (torch.openreg.set_timing_only) kernels compute
+// nothing, so a read of a tensor to the host (.item()) gets NaN or raises
+// (Note [Values read in timing-only mode]). A kernel whose one-element
+// result the program's control flow reads, and whose value the mode's
+// assumptions fix, states that value after launching: reads of t get it
+// until other work is queued over t. Outside timing-only mode, and for
+// memory the mode did not allocate, it does nothing. openreg-amp states
+// found_inf = 0 after GradScaler's non-finite check: no gradient overflows,
+// so GradScaler steps. Checked, raising c10::Error: t is an openreg tensor
+// of one element. Thread-safe. Since API 1.4.
+//   t      in: the kernel's one-element result
+//   value  in: what reads of t get
+// Related: launchKernel, torch.openreg.set_timing_only.
+TORCH_OPENREG_API void stateTimingOnlyValue(const at::Tensor& t, double value);
 // LITERALINCLUDE END: KERNEL_API
 
 }  // namespace torch_openreg
