@@ -47,8 +47,11 @@ bool OcclWork::isSuccess() const { return !failure_->failed(); }
 
 // LITERALINCLUDE START: OCCL_WORK_WAIT
 bool OcclWork::wait(std::chrono::milliseconds timeout) {
-  failure_->check();
+  // Ordered first, raising after: a collective that already failed must
+  // still fail the current stream's later work (its consumers), which a
+  // raise before the ordering would leave reading the unreduced values.
   blockCurrentStream();
+  failure_->check();
   if (timeout != kNoTimeout) {
     // A caller's timeout asks to know, on the host, that the collective
     // ended in time (as ProcessGroupNCCL's wait(timeout) does).

@@ -161,6 +161,24 @@ def mismatched(rank, world, name, transport):
     return {"launched": launched, **seen, "independent": independent, "memory": _leave_device(group, before)}
 
 
+def waited_after_it_failed(rank, world, transport):
+    """The ranks disagree on the reduce op, and the collective has already
+    failed when wait() is called: wait() raises, and the consumers after it
+    fail all the same (wait() orders the stream before it raises)."""
+    torch.openreg.set_device(0)
+    before = _device_memory()
+    group = _group(0, transport, LONG_TIMEOUT)
+    t = torch.ones(4, device="openreg")
+    work = dist.all_reduce(t, op=dist.ReduceOp.MAX if rank else dist.ReduceOp.SUM, group=group, async_op=True)
+    deadline = time.monotonic() + LONG_TIMEOUT.total_seconds()
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    launched = _failure(work.wait)
+    seen = _consumers(t)
+    t = work = None  # freed before the memory is measured
+    return {"launched": launched, **seen, "memory": _leave_device(group, before)}
+
+
 def recv_without_send(rank, world):
     """Rank 0 receives from rank 1, which sends nothing: the receive fails
     within the group's timeout, and its buffer is never read as received."""

@@ -71,6 +71,15 @@ def test_no_consumer_of_a_mismatched_collective_sees_a_value(pair, name, transpo
         assert_memory_returned(result["memory"])
 
 
+@pytest.mark.parametrize("transport", ["ipc", "gloo"])
+def test_consumers_fail_even_when_the_collective_failed_before_wait(pair, transport):
+    for rank, result in enumerate(pair.run(checks.waited_after_it_failed, transport)):
+        assert "allreduce #0 in group" in result["launched"] and "ranks disagree" in result["launched"], (rank, result)
+        for consumer in ("cpu", "synchronize"):
+            assert "allreduce #0 in group" in result[consumer], (rank, consumer, result)
+        assert_memory_returned(result["memory"])
+
+
 def test_a_receive_without_a_send_fails_its_consumers(pair):
     result, (skipped, memory) = pair.run(checks.recv_without_send)
     assert skipped == "skipped"
