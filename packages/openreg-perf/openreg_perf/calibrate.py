@@ -208,6 +208,7 @@ vector_fraction = 1.0
 elementwise_memory_fraction = 1.0
 reduction_memory_fraction = 1.0
 norm_memory_fraction = 1.0
+softmax_memory_fraction = 1.0
 memory_half_bytes = {figures['memory_half_bytes']:.4g}  # measured: the same two add_ sizes
 copy_fraction = 1.0
 

@@ -27,7 +27,8 @@ from .published import Case, device_profile, with_parameters
 HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s", "best_shape_gain")
 LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
                     "conv_forward_factor", "conv_winograd_factor", "vector_fraction", "elementwise_memory_fraction",
-                    "reduction_memory_fraction", "norm_memory_fraction", "copy_fraction", "simple_fraction")
+                    "reduction_memory_fraction", "norm_memory_fraction", "softmax_memory_fraction", "copy_fraction",
+                    "simple_fraction")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ PARAMETERS = {
     "elementwise_memory_fraction": (0.8, 0.05, 1.0),
     "reduction_memory_fraction": (0.8, 0.05, 1.0),
     "norm_memory_fraction": (0.8, 0.05, 1.0),
+    "softmax_memory_fraction": (0.8, 0.05, 1.0),
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "copy_fraction": (0.85, 0.05, 1.0),
     "simple_step_s": (5e-6, 1e-8, 1e-3),

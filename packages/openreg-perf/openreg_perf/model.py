@@ -242,6 +242,8 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
 
 
 def _memory_fraction(cost: Cost, profile: Profile) -> float:
+    if cost.role == "softmax":
+        return profile.efficiency.softmax_memory_fraction
     return getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
 
 

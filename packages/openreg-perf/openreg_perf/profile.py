@@ -132,7 +132,8 @@ class Efficiency:
     vector_fraction: float  # non-matrix arithmetic: fraction of the vector peak
     elementwise_memory_fraction: float  # fraction of memory bandwidth a long elementwise kernel sustains
     reduction_memory_fraction: float  # ... a long reduction
-    norm_memory_fraction: float  # ... softmax and the norms
+    norm_memory_fraction: float  # ... the norms (layer, RMS, batch, group)
+    softmax_memory_fraction: float  # ... softmax
     memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 

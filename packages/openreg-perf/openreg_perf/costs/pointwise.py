@@ -129,7 +129,7 @@ def _softmax(name: str, args: _Args) -> Cost:
     row = source.shape[args.value(1, -1) % len(source.shape)] if source.shape else 1
     passes = SOFTMAX_LONG_ROW_PASSES if row * element_size(source.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source,
-                 transcendentals=source.numel)  # one exp per element
+                 transcendentals=source.numel, role="softmax")  # one exp per element
 # LITERALINCLUDE END: SOFTMAX_RULE
 
 
