@@ -2,6 +2,7 @@
 #include "runtime/TimingOnlyMemory.h"
 
 #include <atomic>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -91,7 +92,7 @@ WritesWithoutReading::~WritesWithoutReading() { writtenWithoutReading.resize(pre
 
 namespace {
 std::atomic<bool> strictValueReads{false};
-std::atomic<int64_t> readAsNaN{0};
+std::atomic<int64_t> nanReads{0};
 }  // namespace
 
 // Note [Values read in timing-only mode]
@@ -102,7 +103,7 @@ bool readsAsNaN(const char* what, c10::ScalarType type) {
               "memory, and openreg runs in timing-only mode, which computes none. This value is a ", type, ": an "
               "integer or boolean decides what the program does (an index, a size, a branch), so nothing can stand "
               "in for it. Leave it out of the region, or predict with execute=True");
-  ++readAsNaN;
+  ++nanReads;
   TORCH_WARN("openreg: ", what, " in timing-only mode reads a value that was never computed: NaN stands for it ",
              "(Note [Values read in timing-only mode]; set_timing_only(True, strict=True) raises instead)");
   return true;
@@ -117,10 +118,15 @@ void stateTimingOnlyValue(const at::Tensor& t, double value) {
   block->hasStatedValue.store(true, std::memory_order_release);
 }
 
-std::optional<double> statedValueOf(const at::Tensor& t) {
-  Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
-  if (block == nullptr || !block->hasStatedValue.load(std::memory_order_acquire)) return std::nullopt;
-  return block->statedValue.load(std::memory_order_relaxed);
+std::optional<at::Scalar> scalarReadInTimingOnlyMode(const char* what, const at::Tensor& t) {
+  if (!timingOnly()) return std::nullopt;
+  Block* block = blockOf(t.storage().data_ptr());
+  if (block != nullptr && block->hasStatedValue.load(std::memory_order_acquire)) {
+    return at::Scalar(block->statedValue.load(std::memory_order_relaxed));
+  }
+  readsAsNaN(what, t.scalar_type());  // throws where nothing can stand in for the value
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  return c10::isComplexType(t.scalar_type()) ? at::Scalar(c10::complex<double>(kNaN, kNaN)) : at::Scalar(kNaN);
 }
 
 void setStrictValueReads(bool strict) {
@@ -128,7 +134,7 @@ void setStrictValueReads(bool strict) {
 }
 
 int64_t valuesReadAsNaN() {
-  return readAsNaN.load();
+  return nanReads.load();
 }
 
 }  // namespace torch_openreg

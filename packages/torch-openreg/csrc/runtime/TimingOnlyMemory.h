@@ -66,9 +66,11 @@ void noteOverwritten(const char* work, const at::Tensor& t);
 // returns true where NaN stands for them (after the warning, counted),
 // throws c10::Error otherwise. Outside timing-only mode: false.
 bool readsAsNaN(const char* what, c10::ScalarType type);
-// In timing-only mode, the value a kernel stated for t (stateTimingOnlyValue
-// in the public Kernel.h), if any work over t since has not made it stale.
-std::optional<double> statedValueOf(const at::Tensor& t);
+// What `what` (.item()) reads of one-element t in timing-only mode: the
+// value a kernel stated for it (stateTimingOnlyValue in the public
+// Kernel.h) while no later work made it stale, else NaN as readsAsNaN
+// says. Outside timing-only mode: nullopt, and the caller reads memory.
+std::optional<at::Scalar> scalarReadInTimingOnlyMode(const char* what, const at::Tensor& t);
 void setStrictValueReads(bool strict);
 // How many reads NaN stood for since the process started.
 int64_t valuesReadAsNaN();

@@ -174,11 +174,9 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 
 // .item(): like CUDA, this waits for the work that produces the value.
 at::Scalar localScalarDense(const at::Tensor& self) {
-  if (std::optional<double> stated = statedValueOf(self)) return at::Scalar(*stated);
-  if (readsAsNaN("aten::_local_scalar_dense (.item(), or bool(), int() or float() of a tensor)", self.scalar_type())) {
-    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();  // Note [Values read in timing-only mode]
-    return c10::isComplexType(self.scalar_type()) ? at::Scalar(c10::complex<double>(kNaN, kNaN)) : at::Scalar(kNaN);
-  }
+  // Note [Values read in timing-only mode]
+  const char* what = "aten::_local_scalar_dense (.item(), or bool(), int() or float() of a tensor)";
+  if (std::optional<at::Scalar> read = scalarReadInTimingOnlyMode(what, self)) return *read;
   // Same shape as self: .item() also accepts one-element tensors of any rank.
   at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
   copyFrom(self, host, /*nonBlocking=*/false);
