@@ -108,7 +108,7 @@ class Run:
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
         if self.values_read_as_nan:
-            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), print) "
+            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu()) "
                      f"got NaN: timing-only mode computes none")
         checks = sum(kernel.op == GRAD_SCALER_CHECK for kernel in self.kernels) if self.timing_only else 0
         if checks:
@@ -143,9 +143,10 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     ("profile": the prediction depends only on the program and the profile), as measured on this
     machine ("this-machine"), or nothing but launches ("launches"; Note [How the host is replayed] in
     timeline.py). Without execution, a floating-point value read to the host (a log line's .item(),
-    print) is NaN, with a warning, and the summary counts such reads; strict=True makes them raise
-    (torch.openreg.set_timing_only). Resets the peak memory statistics of every openreg device. When the block raises,
-    the region up to that point is predicted all the same (run.partial) and the exception goes on."""
+    .cpu()) is NaN, with a warning, and the summary counts such reads; strict=True makes them raise
+    (torch.openreg.set_timing_only). Resets the peak memory statistics of every openreg device. When
+    the block raises, the region up to that point is predicted all the same (run.partial) and the
+    exception goes on."""
     import torch
 
     from . import capture

@@ -170,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="timing-only: compute nothing, on devices of the profile's capacity (a model larger "
                           "than this machine)")
     run.add_argument("--strict", action="store_true",
-                     help="with --no-execute: a value read to the host (.item(), print) raises instead of reading "
+                     help="with --no-execute: a value read to the host (.item(), .cpu()) raises instead of reading "
                           "as NaN")
     run.add_argument("--trace", help="write the predicted timeline as a Chrome/Perfetto trace")
     run.add_argument("--plot", help="write the report's picture (SVG)")
