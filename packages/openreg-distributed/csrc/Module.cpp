@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "Backend.h"
+#include "SeededDefects.h"
 #include "SpeedLayer.h"
 #include "transports/GlooTransport.h"
 #include "transports/IpcTransport.h"
@@ -64,6 +65,13 @@ PYBIND11_MODULE(_C, m) {
            "Called by c10d on the ranks outside a new subgroup; occl needs nothing from them")
       .def_property_readonly("transport", &occl::OcclBackend::transportName,
                              "\"ipc\" (device memory shared on one host) or \"gloo\" (pinned host staging)");
+  // Tests only: occl with a seeded defect (SeededDefects.h), built as OcclBackend is.
+  m.def("_seeded_defect_backend", [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     double timeoutSeconds, std::string group, py::object makeGloo) {
+    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000));
+    return occl::makeBackendDroppingARank(store, rank, size, timeout, std::move(group),
+                                          transportFactory(std::move(makeGloo)));
+  });
   // Whether a speed layer sits at the plain allreduce's seam (SpeedLayer.h).
   m.def("_speed_layer_installed", [] { return occl::allreduceSpeedLayer() != nullptr; });
 }

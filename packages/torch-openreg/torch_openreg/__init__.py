@@ -74,6 +74,10 @@ def _register() -> None:
     _dlpack.install()
     _compile.register()  # torch.compile: Dynamo's device interface, Inductor's backend
     _extensions.load_all()
+    # Test-only: the conformance kit's negative controls (_seeded_defects.py).
+    if os.environ.get("TORCH_OPENREG_SEEDED_DEFECT"):
+        from torch_openreg import _seeded_defects
+        _seeded_defects.apply(os.environ["TORCH_OPENREG_SEEDED_DEFECT"])
 
 
 # LITERALINCLUDE START: TORCH_VERSION_CHECK

@@ -19,6 +19,7 @@ constexpr auto kDrainInterval = std::chrono::milliseconds(20);
 constexpr size_t kBatch = 256;
 
 std::atomic<bool> drainingPaused{false};
+std::atomic<bool> recordsDiscarded{false};
 
 std::mutex holderMutex;
 std::string holder;  // the consumer whose drain holds the records, or empty
@@ -96,6 +97,7 @@ std::vector<orActivity> ActivityDrain::stop() {
     holder.clear();
   }
   claimed_ = false;
+  if (recordsDiscarded.load()) records_.clear();
   return std::move(records_);
 }
 
@@ -110,5 +112,7 @@ void ActivityDrain::drain() {
 }
 
 void pauseDrainingForTesting(bool paused) { drainingPaused.store(paused); }
+
+void discardRecordsForTesting(bool discarded) { recordsDiscarded.store(discarded); }
 
 }  // namespace torch_openreg
