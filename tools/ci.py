@@ -58,6 +58,7 @@ COMBINATIONS = {
     "distributed": ("distributed",),
     "onnx": ("onnx",),
     "perf": ("perf",),
+    "conformance": ("conformance",),
     "all": ("all",),
 }
 CI_COMBINATIONS = [name for name in COMBINATIONS if name not in ("runtime", "all")]
@@ -257,15 +258,23 @@ ALL = combination_environment("all")
 CI_PYTEST = ["-q", "-p", "no:cacheprovider", "--durations=10"]
 # The full build's tests: the runtime's, the tools', the cross-package ones
 # (every package installed), and torch-openreg's where the speed layers step in:
-# their own tests and PyTorch's operator and module comparisons with the
-# CPU (OpInfo, ModuleInfo), whose kernels the speed layers replace.
-# torch-openreg's other tests run once, on the plain build (plain-path), and
-# the layers' own suites in their combinations.
-SPEED_LAYER_COMPARISONS = [TORCH_OPENREG_TESTS / name for name in ("test_opinfo.py", "test_device_generic.py")]
+# their own tests and PyTorch's operator comparisons with the CPU (OpInfo),
+# whose kernels the speed layers replace. torch-openreg's other tests run
+# once, on the plain build (plain-path), and the layers' own suites in their
+# combinations. The conformance kit's combination holds the core alone, where
+# the groups a layer registers (autocast, GradScaler, distributed) skip; here,
+# with every layer, OpenReg runs the whole kit (PyTorch's OpInfo and
+# ModuleInfo comparisons among its groups) and the kit catches the defects
+# seeded into those layers.
+SPEED_LAYER_COMPARISONS = [TORCH_OPENREG_TESTS / "test_opinfo.py"]
+CONFORMANCE_TESTS = ROOT / "packages" / "openreg-conformance" / "tests"
 SUITE_PARTS = {
     "suite-runtime-tools-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tools" / "tests",
                                               ROOT / "tests"],
     "suite-speed-layers": [SPEED_LAYER_TESTS, *SPEED_LAYER_COMPARISONS],
+    "suite-conformance-with-every-layer": [CONFORMANCE_TESTS / "test_openreg_conforms.py",
+                                           CONFORMANCE_TESTS / "test_negative_controls.py",
+                                           "-k", "conforms or autocast or allreduce"],
 }
 
 

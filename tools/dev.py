@@ -59,6 +59,7 @@ PACKAGES = [
     Package("openreg-distributed", extra="distributed"),
     Package("openreg-onnx", extra="onnx"),
     Package("openreg-perf", extra="perf"),
+    Package("openreg-conformance", extra="conformance"),
 ]
 # LITERALINCLUDE END: PACKAGES
 

@@ -1,0 +1,5 @@
+import sys
+
+from openreg_conformance.cli import main
+
+sys.exit(main())

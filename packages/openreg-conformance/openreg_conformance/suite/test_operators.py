@@ -1,0 +1,158 @@
+"""Required: PyTorch's operator and module databases, the device against the CPU.
+
+Test classes written once for any device, instantiated for the device under
+test by instantiate_device_type_tests(..., only_for=DEVICE) over op_db
+(every OpInfo: its first samples, float32) and module_db (every ModuleInfo:
+forward and backward, train and eval), each result compared with the same
+computation on the CPU, as PyTorch's TestCommon.test_compare_cpu and
+TestModule.test_cpu_gpu_parity do.
+
+A vendor configures it the way PyTorch configures a device's tests
+(DeviceTypeTestBase.set_test_configs), through the overrides file
+(--overrides): NOT_COMPARABLE, {reason: [OpInfo names]}, the operators whose
+values cannot be compared with the CPU's (random numbers, uninitialized
+memory), skipped with that reason; OP_ALLOWLIST and TEST_EXCLUSIONS as
+set_test_configs takes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sys
+import unittest
+
+import torch
+from openreg_conformance import plugin
+from torch.testing._internal import common_utils
+from torch.testing._internal.common_device_type import get_device_type_test_bases, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_modules import TrainEvalMode, module_db, modules
+from torch.testing._internal.common_utils import TestCase
+from torch.testing._internal.opinfo import core as opinfo_core
+from torch.testing._internal.opinfo.core import DecorateInfo
+from torch.utils._pytree import tree_leaves, tree_map
+
+DEVICE = plugin.device_type()
+SAMPLES = 4  # the first samples of each OpInfo
+
+
+def running_test_function():
+    """The test function whose frame is on the stack, as PyTorch's
+    common_utils.extract_test_fn finds it, without reading source lines.
+
+    PyTorch's machinery looks for the running test three times per test (to
+    name the sample in a failure) through inspect.stack(), which reads the
+    source line of every frame: 0.1 s a test, most of this file's time.
+    Walking the frames finds the same function."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, unittest.TestCase):
+            *_, class_name, test_name = candidate.id().rsplit(".", 2)
+            if class_name == type(candidate).__name__ and test_name.startswith("test"):
+                return getattr(candidate, test_name).__func__
+        frame = frame.f_back
+    return None
+
+
+common_utils.extract_test_fn = opinfo_core.extract_test_fn = running_test_function
+
+
+# LITERALINCLUDE START: CONFORMANCE_OPERATORS_CONFIG
+def configure(device_type: str) -> None:
+    """Applies the overrides file to the device's test base, as set_test_configs takes it."""
+    overrides = plugin.overrides()
+    not_comparable = getattr(overrides, "NOT_COMPARABLE", {}) or {}
+    op_overrides = {
+        name: [DecorateInfo(unittest.skip(f"not comparable with the CPU: {reason}"), "TestConformanceOps",
+                            "test_compare_cpu")]
+        for reason, names in not_comparable.items() for name in names
+    }
+    known = {op.full_name for op in op_db}
+    unknown = sorted(set(op_overrides) - known)
+    if unknown:
+        raise ValueError(f"the overrides file names operators op_db does not have: {unknown}")
+    for base in get_device_type_test_bases():
+        if base.device_type in (device_type, "privateuse1"):
+            base.set_test_configs(op_overrides=op_overrides, op_allowlist=getattr(overrides, "OP_ALLOWLIST", None),
+                                  test_exclusions=getattr(overrides, "TEST_EXCLUSIONS", None))
+# LITERALINCLUDE END: CONFORMANCE_OPERATORS_CONFIG
+
+
+def to_cpu(value):
+    return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, value)
+
+
+class TestConformanceOps(TestCase):
+    @ops(op_db, allowed_dtypes=(torch.float32,))
+    def test_compare_cpu(self, device, dtype, op):
+        for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=False), SAMPLES):
+            cpu = sample.transform(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
+            expected = op(cpu.input, *cpu.args, **cpu.kwargs)
+            got = op(sample.input, *sample.args, **sample.kwargs)
+            self.assertEqual(to_cpu(got), expected, exact_device=False,
+                             msg=f"contract: {op.full_name} on the device computes what it computes on the CPU")
+
+
+def on_device(value, device):
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return x.detach().to(device).requires_grad_(x.requires_grad)
+        if isinstance(x, torch.nn.Module):
+            return copy.deepcopy(x).to(device)
+        return x
+    return tree_map(move, value)
+
+
+def tensors_in(value) -> list[torch.Tensor]:
+    return [x for x in tree_leaves(value) if isinstance(x, torch.Tensor)]
+
+
+class TestConformanceModules(TestCase):
+    @modules(module_db, allowed_dtypes=(torch.float32,), train_eval_mode=TrainEvalMode.train_and_eval)
+    def test_forward_and_backward_match_cpu(self, device, dtype, module_info, training):
+        inputs = module_info.module_inputs_func(module_info, device="cpu", dtype=dtype, requires_grad=True,
+                                                training=training)
+        for module_input in inputs:
+            if module_input.forward_input is None:
+                continue
+            constructor, forward = module_input.constructor_input, module_input.forward_input
+            reference = module_info.module_cls(*constructor.args, **constructor.kwargs).to(dtype).train(training)
+            moved_args, moved_kwargs = on_device((constructor.args, constructor.kwargs), device)
+            moved = module_info.module_cls(*moved_args, **moved_kwargs).to(device, dtype).train(training)
+            cpu_args, cpu_kwargs = forward.args, forward.kwargs
+            args, kwargs = on_device((cpu_args, cpu_kwargs), device)
+            if isinstance(reference, torch.nn.modules.lazy.LazyModuleMixin):
+                with torch.no_grad():  # a lazy module makes its parameters at its first call
+                    reference(*cpu_args, **cpu_kwargs)
+                    moved(*args, **kwargs)
+            moved.load_state_dict(reference.state_dict())
+            expected, got = reference(*cpu_args, **cpu_kwargs), moved(*args, **kwargs)
+            self.assertEqual(to_cpu(got), to_cpu(expected), exact_device=False)
+            if not training:
+                continue
+            expected_outputs = [t for t in tensors_in(expected) if t.requires_grad]
+            got_outputs = [t for t in tensors_in(got) if t.requires_grad]
+            if not expected_outputs:
+                continue
+            sum(t.float().sum() for t in expected_outputs).backward()
+            sum(t.float().sum() for t in got_outputs).backward()
+            # Reductions may sum in another order than the CPU's: float32 rounding.
+            for (name, p), q in zip(reference.named_parameters(), moved.parameters(), strict=True):
+                if p.grad is not None:
+                    self.assertEqual(q.grad.cpu(), p.grad, exact_device=False, atol=1e-5, rtol=1e-4,
+                                     msg=f"gradient of {name}")
+            for index, (x, y) in enumerate(zip(tensors_in((cpu_args, cpu_kwargs)), tensors_in((args, kwargs)),
+                                               strict=True)):
+                if x.grad is not None:
+                    self.assertEqual(y.grad.cpu(), x.grad, exact_device=False, atol=1e-5, rtol=1e-4,
+                                     msg=f"gradient of input {index}")
+
+
+# LITERALINCLUDE START: CONFORMANCE_OPERATORS_INSTANTIATE
+if DEVICE is not None:  # the device under test (--conformance-device)
+    configure(DEVICE)
+    instantiate_device_type_tests(TestConformanceOps, globals(), only_for=DEVICE)
+    instantiate_device_type_tests(TestConformanceModules, globals(), only_for=DEVICE)
+# LITERALINCLUDE END: CONFORMANCE_OPERATORS_INSTANTIATE
