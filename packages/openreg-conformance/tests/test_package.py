@@ -44,3 +44,36 @@ def test_an_unknown_group_is_refused_naming_the_groups():
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert "unknown groups ['warp']" in run.stderr and "device, streams" in run.stderr
+
+
+DEVICE_GENERIC_FILE = '''
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestViews(TestCase):
+    def test_view_shares_storage(self, device):
+        base = torch.arange(6.0, device=device)
+        base.view(2, 3)[1, 1] = 40.0
+        self.assertEqual(base[4].item(), 40.0)
+
+
+instantiate_device_type_tests(TestViews, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+
+
+def test_pytorch_files_run_from_a_checkout(kit, tmp_path):
+    # A stand-in for a PyTorch checkout's test/ folder holding one of the
+    # kit's files: it runs, restricted to the device; the missing ones skip.
+    checkout = tmp_path / "pytorch-test"
+    checkout.mkdir()
+    (checkout / "test_view_ops.py").write_text(DEVICE_GENERIC_FILE)
+    code, report = kit("--groups", "pytorch_files", "--pytorch-tests", str(checkout))
+    assert code == 0, report["failures"]
+    counts = report["groups"]["pytorch_files"]
+    assert counts["passed"] == 1 and counts["skipped"] >= 12, counts
+    assert any(reason.startswith("test_torch.py is not in") for reason in report["skipped_by_reason"])

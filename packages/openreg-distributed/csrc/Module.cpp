@@ -4,8 +4,7 @@
 // backend with torch.distributed (openreg_distributed/registration.py).
 #include <torch/csrc/utils/pybind.h>
 
-#include "Backend.h"
-#include "SeededDefects.h"
+#include "Module.h"
 #include "SpeedLayer.h"
 #include "transports/GlooTransport.h"
 #include "transports/IpcTransport.h"
@@ -22,10 +21,12 @@ std::shared_ptr<py::object> keepCallable(py::object callable) {
   });
 }
 
+}  // namespace
+
 // LITERALINCLUDE START: OCCL_TRANSPORT_FACTORY
 // makeGloo(store, rank, size, timeout_seconds) -> torch.distributed.ProcessGroupGloo,
 // or None for the IPC transport. Splits of the group call it again.
-occl::TransportFactory transportFactory(py::object makeGloo) {
+occl::TransportFactory occl::transportFactory(py::object makeGloo) {
   if (makeGloo.is_none()) {
     return [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds) {
       return std::make_shared<occl::IpcTransport>(store, rank, size);
@@ -44,7 +45,12 @@ occl::TransportFactory transportFactory(py::object makeGloo) {
 }
 // LITERALINCLUDE END: OCCL_TRANSPORT_FACTORY
 
-}  // namespace
+occl::ModuleBinding::ModuleBinding(void (*bindInto)(py::module_&)) { moduleBindings().push_back(bindInto); }
+
+std::vector<void (*)(py::module_&)>& occl::moduleBindings() {
+  static std::vector<void (*)(py::module_&)> bindings;
+  return bindings;
+}
 
 PYBIND11_MODULE(_C, m) {
   py::module_::import("torch.distributed");  // registers c10d.Backend, our base class, with pybind11
@@ -53,7 +59,7 @@ PYBIND11_MODULE(_C, m) {
                        std::string group, py::object makeGloo) {
              auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000));
              return c10::make_intrusive<occl::OcclBackend>(store, rank, size, timeout, std::move(group),
-                                                           transportFactory(std::move(makeGloo)));
+                                                           occl::transportFactory(std::move(makeGloo)));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_seconds"), py::arg("group"),
            py::arg("make_gloo") = py::none())
@@ -65,13 +71,7 @@ PYBIND11_MODULE(_C, m) {
            "Called by c10d on the ranks outside a new subgroup; occl needs nothing from them")
       .def_property_readonly("transport", &occl::OcclBackend::transportName,
                              "\"ipc\" (device memory shared on one host) or \"gloo\" (pinned host staging)");
-  // Tests only: occl with a seeded defect (SeededDefects.h), built as OcclBackend is.
-  m.def("_seeded_defect_backend", [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                     double timeoutSeconds, std::string group, py::object makeGloo) {
-    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000));
-    return occl::makeBackendDroppingARank(store, rank, size, timeout, std::move(group),
-                                          transportFactory(std::move(makeGloo)));
-  });
   // Whether a speed layer sits at the plain allreduce's seam (SpeedLayer.h).
   m.def("_speed_layer_installed", [] { return occl::allreduceSpeedLayer() != nullptr; });
+  for (auto bind : occl::moduleBindings()) bind(m);
 }

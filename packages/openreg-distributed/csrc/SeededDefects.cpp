@@ -1,10 +1,10 @@
 // SeededDefects.cpp - occl with one contract broken on purpose, so that the
 // conformance kit's negative controls can show the kit catches it.
-// registration.py builds it (_C._seeded_defect_backend) instead of
+// registration.py builds it (_C._seeded_defect_backend, bound here) instead of
 // OcclBackend only when the test-only environment variable
 // TORCH_OPENREG_SEEDED_DEFECT is "allreduce-drops-a-rank"; a vendor leaves
 // this file and its binding out.
-#include "SeededDefects.h"
+#include "Module.h"
 
 namespace occl {
 namespace {
@@ -24,13 +24,17 @@ class AllreduceDropsARank final : public OcclBackend {
   }
 };
 
-}  // namespace
-
-c10::intrusive_ptr<OcclBackend> makeBackendDroppingARank(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                         int size, std::chrono::milliseconds timeout,
-                                                         std::string group, TransportFactory makeTransport) {
-  return c10::make_intrusive<AllreduceDropsARank>(store, rank, size, timeout, std::move(group),
-                                                  std::move(makeTransport));
+void bindSeededDefects(pybind11::module_& module) {
+  module.def("_seeded_defect_backend", [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                          double timeoutSeconds, std::string group, pybind11::object makeGloo) {
+    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000));
+    c10::intrusive_ptr<OcclBackend> backend = c10::make_intrusive<AllreduceDropsARank>(
+        store, rank, size, timeout, std::move(group), transportFactory(std::move(makeGloo)));
+    return backend;
+  });
 }
 
+const ModuleBinding binding(&bindSeededDefects);
+
+}  // namespace
 }  // namespace occl

@@ -65,7 +65,7 @@ def create_backend(options, backend_options=None):
 
     store, rank, size = options.store, options.group_rank, options.group_size
     transport = choose_transport(store, rank, size)
-    # Test-only: the conformance kit's negative control of a collective (csrc/SeededDefects.h).
+    # Test-only: the conformance kit's negative control of a collective (csrc/SeededDefects.cpp).
     seeded = os.environ.get("TORCH_OPENREG_SEEDED_DEFECT") == "allreduce-drops-a-rank"
     make = _C._seeded_defect_backend if seeded else _C.OcclBackend
     return make(store, rank, size, options.timeout.total_seconds(), options.group_id or "default",

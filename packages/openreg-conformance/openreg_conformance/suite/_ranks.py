@@ -54,10 +54,23 @@ def collective_checks(rank: int, world: int, device) -> dict:
     out = torch.empty(world * 8, device=device)
     dist.all_to_all_single(out, torch.cat([mine + r for r in range(world)]))
     check("all_to_all_single", out, torch.cat([inputs[r] + rank for r in range(world)]))
+    outs = [torch.empty(8, device=device) for _ in range(world)]
+    dist.all_to_all(outs, [mine + r for r in range(world)])
+    check("all_to_all", torch.cat(outs), torch.cat([inputs[r] + rank for r in range(world)]))
+    out = torch.empty(8, device=device)
+    dist.reduce_scatter(out, [mine * (r + 1) for r in range(world)])
+    check("reduce_scatter", out, sum(inputs) * (rank + 1))
     t = mine.clone()
     dist.reduce(t, dst=0)
     if rank == 0:
         check("reduce", t, sum(inputs))
+    gathered = [torch.empty(8, device=device) for _ in range(world)] if rank == 0 else None
+    dist.gather(mine, gathered, dst=0)
+    if rank == 0:
+        check("gather", torch.cat(gathered), torch.cat(inputs))
+    out = torch.empty(8, device=device)
+    dist.scatter(out, [rank_tensor(r, device) * 5 for r in range(world)] if rank == 0 else None, src=0)
+    check("scatter", out, inputs[rank] * 5)
     if rank == 0:
         dist.send(mine * 3, dst=1)
     elif rank == 1:
