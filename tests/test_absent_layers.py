@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("openreg_dev", ROOT / "tools" / "dev.py")
 dev = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dev)
-LAYERS = [package for package in dev.PACKAGES if package.extra]
+LAYERS = [package for package in dev.PACKAGES if package.extra and package.layer]
 
 pytestmark = pytest.mark.needs_packages("torch-openreg")
 

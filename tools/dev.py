@@ -48,6 +48,9 @@ BUILD_LOGS = ROOT / "build" / "logs"
 class Package:
     name: str
     extra: str | None  # torch-openreg's extra that installs it; None: part of the core
+    # Whether torch_openreg loads it as a layer (its torch_openreg.extensions
+    # entry point); the conformance kit registers nothing and is loaded by nobody.
+    layer: bool = True
 
 
 # LITERALINCLUDE START: PACKAGES
@@ -59,7 +62,7 @@ PACKAGES = [
     Package("openreg-distributed", extra="distributed"),
     Package("openreg-onnx", extra="onnx"),
     Package("openreg-perf", extra="perf"),
-    Package("openreg-conformance", extra="conformance"),
+    Package("openreg-conformance", extra="conformance", layer=False),
 ]
 # LITERALINCLUDE END: PACKAGES
 

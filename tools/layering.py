@@ -5,7 +5,7 @@ Each source file has two tags:
   - plain or speed: a file under a folder named fast/ is a speed layer;
   - copy, replace or skip: what a vendor does with it, from a package's
     source map (torch-openreg's, in docs/binding/index.md: Note [The source
-    map]); a package without one has none.
+    map]; openreg-distributed's, in its README); a package without one has none.
 From the tags and the folders, four rules follow:
   1. plain never includes speed (a speed layer installs itself at a seam);
   2. copy never includes skip (a vendor who copies a file needs nothing left out);
@@ -32,7 +32,8 @@ SOURCE_SUFFIXES = (".cpp", ".h", ".hpp", ".c")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 SOURCE_MAP = re.compile(r"<!-- SOURCE_MAP START -->\n(.*?)<!-- SOURCE_MAP END -->", re.DOTALL)
 # Source maps by package: the file holding the table (its paths relative to the package).
-SOURCE_MAPS = {"torch-openreg": Path("docs/binding/index.md")}
+SOURCE_MAPS = {"torch-openreg": Path("docs/binding/index.md"),
+               "openreg-distributed": Path("packages/openreg-distributed/README.md")}
 # torch-openreg's folders that runtime/ may not include.
 ABOVE_THE_RUNTIME = ("graphs", "profiler", "aten", "compile", "python")
 CORE = ("openreg-runtime", "torch-openreg")
@@ -89,6 +90,8 @@ def vendor_tags(root: Path) -> dict[Path, str]:
     """copy, replace or skip per file, from each package's source map."""
     tags = {}
     for package, document in SOURCE_MAPS.items():
+        if not (root / document).exists():  # a tree without the package
+            continue
         block = SOURCE_MAP.search((root / document).read_text())
         if block is None:
             continue

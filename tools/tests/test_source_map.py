@@ -1,11 +1,14 @@
-"""The source map of torch-openreg (docs/binding/index.md, and the same block
-in packages/torch-openreg/README.md): every source file is tagged copy,
-replace or skip, in exactly one row, and the two copies agree."""
+"""The source maps (tools/layering.py's SOURCE_MAPS: torch-openreg's in
+docs/binding/index.md, with the same block in its README, and
+openreg-distributed's in its README): every source file is tagged copy,
+replace or skip, in exactly one row, and torch-openreg's two copies agree."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "packages" / "torch-openreg"
@@ -36,11 +39,21 @@ def _covers(path: str, pattern: str) -> bool:
     return path.startswith(pattern) if pattern.endswith("/") else path == pattern
 
 
-def test_every_source_file_has_one_tag():
-    rows = _rows(_block(ROOT / "docs" / "binding" / "index.md"))
+# package -> (the document holding its map, the folders its map covers)
+MAPS = {
+    "torch-openreg": (ROOT / "docs" / "binding" / "index.md", ("csrc", "include", "torch_openreg")),
+    "openreg-distributed": (ROOT / "packages" / "openreg-distributed" / "README.md", ("csrc", "openreg_distributed")),
+}
+
+
+@pytest.mark.parametrize("package", sorted(MAPS))
+def test_every_source_file_has_one_tag(package):
+    document, folders = MAPS[package]
+    root = ROOT / "packages" / package
+    rows = _rows(_block(document))
     assert {tag for _, _, tag in rows} <= set(TAGS)
-    files = sorted(str(p.relative_to(PACKAGE)) for folder in ("csrc", "include", "torch_openreg")
-                   for p in (PACKAGE / folder).rglob("*") if p.suffix in (".cpp", ".h", ".py"))
+    files = sorted(str(p.relative_to(root)) for folder in folders
+                   for p in (root / folder).rglob("*") if p.suffix in (".cpp", ".h", ".py"))
     for path in files:
         tags = [tag for paths, excluded, tag in rows
                 if any(_covers(path, p) for p in paths) and not any(_covers(path, e) for e in excluded)]

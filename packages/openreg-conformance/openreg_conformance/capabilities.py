@@ -120,6 +120,8 @@ def graphs(device_type: str) -> str | None:
 def distributed(device_type: str) -> str | None:
     import torch.distributed as dist
 
+    if torch.accelerator.device_count() < 2:
+        return "the group runs 2 ranks, one device each (NCCL refuses two ranks on one GPU); the backend has 1"
     if not dist.is_available():
         return "torch.distributed is not available in this torch build"
     try:

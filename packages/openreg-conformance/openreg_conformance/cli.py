@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from openreg_conformance import report as reports
+from openreg_conformance import report as reporting
 from openreg_conformance import runner
 from openreg_conformance.groups import BY_NAME, GROUPS
 
@@ -63,12 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     selected = [g.name for g in GROUPS if (args.groups is None or g.name in args.groups)
                 and g.name not in args.skip_groups]
+    if not selected:
+        sys.exit("python -m openreg_conformance: --groups and --skip-groups leave no group to run")
     options = runner.Options(device=args.device, files=[BY_NAME[name].file for name in selected],
                              pytest_args=pytest_args(args), timeout_s=args.timeout, retries=args.retries)
     with open(args.log, "w") as log:
         results = runner.run(options, log)
-    report = reports.write(results, selected, args.report, args.junit, args.markdown)
-    print(reports.markdown(report), end="")
+    report = reporting.write(results, selected, args.keyword is not None, args.report, args.junit, args.markdown)
+    print(reporting.markdown(report), end="")
     print(f"pytest's output: {args.log}")
     return 0 if report["passed"] else 1
 

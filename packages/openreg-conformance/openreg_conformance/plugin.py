@@ -149,6 +149,7 @@ def pytest_runtest_logstart(nodeid, location):
     if _current_file != [file]:
         _current_file[:] = [file]
         emit({"event": "file", "file": file, "time": time.time()})
+    emit({"event": "start", "nodeid": nodeid})
 
 
 def message_of(report) -> str:
@@ -163,8 +164,6 @@ def message_of(report) -> str:
 def pytest_runtest_logreport(report):
     # One record per test: its first failure or skip, else its call's pass.
     if report.when == "call" or report.failed or (report.skipped and report.when == "setup"):
-        if report.when == "teardown" and report.passed:
-            return
         emit({"event": "test", "nodeid": report.nodeid, "phase": report.when,
               "outcome": "failed" if report.failed else report.outcome,
               "message": message_of(report) if not report.passed else "", "duration": report.duration})
@@ -172,5 +171,5 @@ def pytest_runtest_logreport(report):
 
 def pytest_collectreport(report):
     if report.failed:
-        emit({"event": "test", "nodeid": report.nodeid or "collection", "phase": "collect", "outcome": "failed",
+        emit({"event": "test", "nodeid": report.nodeid or "<collection>", "phase": "collect", "outcome": "failed",
               "message": str(report.longrepr)[-2000:], "duration": 0.0})

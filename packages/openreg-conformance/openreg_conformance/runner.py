@@ -7,10 +7,11 @@ progress file (plugin.py). The runner watches it: a file running past its
 timeout has its process killed and is reported as timed out; a process that
 dies (a crash in the backend) loses only the file it was in, reported as
 failed with the exit status. Either way a new process goes on with the files
-not yet started. Every failed test then runs again, alone in a fresh
-process, up to `retries` times: one that passes on a retry is flaky, one
+not yet started. Every failed test then runs again, in a fresh process,
+up to `retries` times: one that passes on a retry is flaky, one
 that fails every time fails consistently, as PyTorch's out-of-tree runner
-(run_openreg_tests.py) reports them.
+(run_openreg_tests.py) reports them. (The failures of a round rerun
+together, in one fresh process per round.)
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class Outcome:
     outcome: str  # passed, failed, skipped
     message: str = ""
     duration: float = 0.0
+    phase: str = "call"  # setup, call, teardown; collect for a file that failed to import
+
+    @property
+    def retriable(self) -> bool:
+        """A failed test can run again by itself; a file that failed to import or a dead process cannot."""
+        return self.phase != "collect" and not self.nodeid.endswith("::<process>")
 
 
 @dataclass
@@ -54,6 +61,12 @@ class Results:
 
     def failed(self) -> list[str]:
         return sorted(n for n, o in self.tests.items() if o.outcome == "failed")
+
+    def stopped(self, where: str, how: str, running: str | None) -> None:
+        """The process stopped (timed out, or died) in file `where`, running test `running`."""
+        self.record(Outcome(f"{where}::<process>", "failed", f"the test process {how}"
+                            + (f" while running {running}" if running else "") + "; its output is in the log",
+                            phase="process"))
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,8 @@ def run_once(options: Options, targets: list[str], results: Results, log) -> lis
         environment = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
         process = subprocess.Popen(pytest_command(options, targets, progress), cwd=scratch, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True, env=environment)
-        offset, current, started_at, seen = 0, None, 0.0, []
+        # The file running, since when, and its test running (None: starting up, since the process began).
+        offset, current, running, started_at, seen, timed_out = 0, None, None, time.monotonic(), [], False
         while True:
             finished = process.poll() is not None
             events, offset = read_progress(progress, offset)
@@ -112,22 +126,27 @@ def run_once(options: Options, targets: list[str], results: Results, log) -> lis
                 elif event["event"] == "file":
                     current, started_at = event["file"], time.monotonic()
                     seen.append(current)
+                elif event["event"] == "start":
+                    running = event["nodeid"]
                 elif event["event"] == "test":
-                    results.record(Outcome(event["nodeid"], event["outcome"], event["message"], event["duration"]))
+                    results.record(Outcome(event["nodeid"], event["outcome"], event["message"], event["duration"],
+                                           event["phase"]))
             if finished:
                 break
-            if current is not None and time.monotonic() - started_at > options.timeout_s:
+            if time.monotonic() - started_at > options.timeout_s:
                 stop(process)
-                results.timed_out.append(current)
+                timed_out, where = True, current or "<startup>"
+                results.timed_out.append(where)
+                results.stopped(where, f"ran past its {options.timeout_s:.0f} s", running)
                 break
             time.sleep(POLL_S)
         code = process.returncode
-        if code not in (0, 1, 5) and current not in results.timed_out:
-            how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        if code in (0, 1, 5):  # pytest ended by itself: whatever it did not start was deselected
+            return []
+        if not timed_out:
             where = current or "<startup>"
-            results.crashed[where] = how
-            results.record(Outcome(f"{where}::<process>", "failed", f"the test process stopped ({how}); "
-                                   "its output is in the log"))
+            results.crashed[where] = f"signal {-code}" if code < 0 else f"exit status {code}"
+            results.stopped(where, f"stopped ({results.crashed[where]})", running)
     files = [t for t in targets if "::" not in t]
     return [f for f in files if f not in seen] if current is not None else []
 
@@ -137,16 +156,16 @@ def run(options: Options, log) -> Results:
     pending = list(options.files)
     while pending:
         pending = run_once(options, pending, results, log)
-    first_failures = [n for n in results.failed() if not n.endswith("::<process>") and n != "collection"]
+    still_failing = [n for n in results.failed() if results.tests[n].retriable]
     for _ in range(options.retries):
-        if not first_failures:
+        if not still_failing:
             break
         retry = Results()
-        run_once(options, first_failures, retry, log)
-        for nodeid in first_failures:
+        run_once(options, still_failing, retry, log)
+        for nodeid in still_failing:
             if nodeid in retry.tests and retry.tests[nodeid].outcome == "passed":
                 results.tests[nodeid] = retry.tests[nodeid]
                 results.flaky.append(nodeid)
-        first_failures = [n for n in first_failures if n not in results.flaky]
+        still_failing = [n for n in still_failing if n not in results.flaky]
     results.seconds = time.monotonic() - start
     return results

@@ -13,6 +13,11 @@ from pathlib import Path
 
 OPENREG_OVERRIDES = Path(__file__).resolve().parents[2] / "torch-openreg" / "tests" / "conformance_overrides.py"
 BOUND_S = 900
+# What a group needs installed beside OpenReg's core: the layer package that
+# registers it, or the third-party one it runs (onnxruntime). In the kit's
+# combination (the core alone) these groups skip, with their reasons.
+ENABLED_BY = {"autocast": "openreg-amp", "grad_scaler": "openreg-amp", "distributed": "openreg-distributed",
+              "onnx": "onnxruntime"}
 
 
 def installed(name: str) -> bool:

@@ -7,7 +7,7 @@ negative-control table."""
 from __future__ import annotations
 
 import pytest
-from kit_runs import installed
+from kit_runs import ENABLED_BY, installed
 
 # LITERALINCLUDE START: NEGATIVE_CONTROLS
 # defect -> (group, the test that must fail, words its message must contain)
@@ -35,13 +35,11 @@ CONTROLS = {
                                        "gives back what set_tensor_metadata set"),
     "profiler-drops-device-events": ("profiler", "test_the_profile_holds_the_device_kernels",
                                      "holds its kernels"),
-    "autocast-mm-in-float32": ("autocast", "test_the_cast_policy[torch_fp16-18-mm]", "mm runs in torch.float16"),
+    "autocast-mm-in-float32": ("autocast", "test_the_cast_policy[torch_fp16-mm]", "mm runs in torch.float16"),
     "allreduce-drops-a-rank": ("distributed", "test_two_ranks_match_the_cpu[collectives]",
                                "all_reduce sum on rank"),
 }
 # LITERALINCLUDE END: NEGATIVE_CONTROLS
-# The layer packages that register what a group checks.
-LAYER_OF_GROUP = {"autocast": "openreg-amp", "distributed": "openreg-distributed"}
 
 
 def test_every_seeded_defect_has_a_control():
@@ -54,8 +52,8 @@ def test_every_seeded_defect_has_a_control():
 @pytest.mark.parametrize("defect", sorted(CONTROLS))
 def test_the_kit_catches_the_defect(kit, defect):
     group, test, words = CONTROLS[defect]
-    if group in LAYER_OF_GROUP and not installed(LAYER_OF_GROUP[group]):
-        pytest.skip(f"the {group} group needs {LAYER_OF_GROUP[group]}, not installed here")
+    if group in ENABLED_BY and not installed(ENABLED_BY[group]):
+        pytest.skip(f"the {group} group needs {ENABLED_BY[group]}, not installed here")
     code, report = kit("--groups", group, "--retries", "0", defect=defect)
     assert code == 1 and not report["passed"], f"the kit passed OpenReg with {defect} seeded"
     messages = {failure["test"].split("::", 1)[1]: failure["message"] for failure in report["failures"]}

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
 
-from kit_runs import OPENREG_OVERRIDES, installed
+from kit_runs import ENABLED_BY, OPENREG_OVERRIDES, installed
 from openreg_conformance.groups import GROUPS
 
-# What a group needs installed beside the core on OpenReg: the layer package
-# that registers it, or the third-party one it runs (onnxruntime). A group
-# needing nothing absent here must run.
-ENABLED_BY = {"autocast": "openreg-amp", "grad_scaler": "openreg-amp", "distributed": "openreg-distributed",
-              "onnx": "onnxruntime"}
 NOT_HERE = {"pytorch_files": "no PyTorch checkout given"}  # no PyTorch source tree on CI's machines
 
 

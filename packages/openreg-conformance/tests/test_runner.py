@@ -52,7 +52,10 @@ def test_timeouts_crashes_retries_and_the_report(tmp_path):
     with open(tmp_path / "log", "w") as log:
         results = runner.run(options, log)
     built = report.build(results, ["device", "streams", "guard", "rng"])
-    assert built["failed"] == ["test_device.py::test_fails_every_time", "test_guard.py::<process>"]
+    assert built["failed"] == ["test_device.py::test_fails_every_time", "test_guard.py::<process>",
+                               "test_streams.py::<process>"]
+    assert "while running test_streams.py::test_hangs" in results.tests["test_streams.py::<process>"].message
+    assert "while running test_guard.py::test_crashes" in results.tests["test_guard.py::<process>"].message
     assert built["flaky"] == ["test_rng.py::test_fails_once"]
     assert built["timed_out"] == ["test_streams.py"]
     assert results.crashed == {"test_guard.py": "signal 9"}

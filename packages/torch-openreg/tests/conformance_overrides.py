@@ -16,8 +16,6 @@ NOT_COMPARABLE = {
         "nn.functional.dropout3d", "nn.functional.feature_alpha_dropout.with_train",
         "nn.functional.fractional_max_pool3d", "nn.functional.multi_head_attention_forward",
         "nn.functional.rrelu", "nn.functional.scaled_dot_product_attention",
-        # They project onto random matrices drawn inside the operator.
-        "pca_lowrank", "svd_lowrank",
     ],
     # The values of memory never written are undefined, on any device.
     "uninitialized memory": [

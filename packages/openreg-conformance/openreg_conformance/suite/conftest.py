@@ -29,23 +29,31 @@ def needs_api(owner, name: str) -> None:
 
 
 class Work:
-    """Device work that takes about `milliseconds` on the device, calibrated
-    on it: matrix products, doubled until they take long enough to measure.
-    Enough to be still running when the host looks, on any device. The
+    """Device work that takes about `milliseconds` on the device: matrix
+    products, calibrated on it, so that it is still running when the host
+    looks. The products are large enough that the device's time, not the
+    host's launches, bounds them: 1024 x 1024, or 4096 x 4096 on a device
+    that does one of the small ones in under a millisecond (a GPU). The
     calibration waits by reading a value back (the one wait every backend
     must get right), never by a synchronize the tests are checking."""
 
     def __init__(self, device: torch.device, milliseconds: float = 300.0):
         self.device = device
-        self.a = torch.full((1024, 1024), 1.0 / 1024, device=device)
-        self.enqueue_products(torch.ones(1024, 1024, device=device), 1)[0, 0].item()  # warm up
+        size = 1024
+        if self.seconds_for(size, 1) < 0.001:
+            size = 4096
         count, took = 1, 0.0
         while took < 0.02 and count < 1 << 14:
             count *= 2
-            start = time.perf_counter()
-            self.enqueue_products(torch.ones(1024, 1024, device=device), count)[0, 0].item()
-            took = time.perf_counter() - start
-        self.count = max(1, int(count * milliseconds / 1000 / took))
+            took = self.seconds_for(size, count)
+        self.size, self.count = size, max(1, int(count * milliseconds / 1000 / took))
+
+    def seconds_for(self, size: int, count: int) -> float:
+        self.a = torch.full((size, size), 1.0 / size, device=self.device)
+        self.enqueue_products(torch.ones(size, size, device=self.device), 1)[0, 0].item()  # warm, and idle
+        start = time.perf_counter()
+        self.enqueue_products(torch.ones(size, size, device=self.device), count)[0, 0].item()
+        return time.perf_counter() - start
 
     def enqueue_products(self, x: torch.Tensor, count: int) -> torch.Tensor:
         for _ in range(count):
@@ -53,8 +61,11 @@ class Work:
         return x
 
     def enqueue(self, x: torch.Tensor) -> torch.Tensor:
-        """x after the work, queued on the current stream: all-ones x stays all ones."""
+        """x after the work, queued on the current stream: all-ones x stays all ones (x is size x size)."""
         return self.enqueue_products(x, self.count)
+
+    def ones(self) -> torch.Tensor:
+        return torch.ones(self.size, self.size, device=self.device)
 
 
 @pytest.fixture

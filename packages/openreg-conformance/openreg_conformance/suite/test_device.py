@@ -28,19 +28,25 @@ def test_every_index_below_the_count_is_usable(device_type):
         assert tensor.cpu().tolist() == [2.0] * 4, f"contract: device {index} computes"
 
 
-def test_an_index_past_the_count_is_refused_naming_it(device_type):
+def test_an_index_past_the_count_is_refused(device_type):
+    # The error's words are the backend's (CUDA's says "invalid device ordinal"); that it raises is the contract.
     count = torch.accelerator.device_count()
-    with pytest.raises((RuntimeError, ValueError, AssertionError)) as refused:
+    with pytest.raises((RuntimeError, ValueError, AssertionError)):
         torch.empty(1, device=f"{device_type}:{count}")
-    assert str(count) in str(refused.value), (
-        f"contract: using index {count} of {count} devices raises an error naming the index, got: {refused.value}")
     with pytest.raises((RuntimeError, ValueError, AssertionError)):
         torch.accelerator.set_device_index(count)
     assert torch.accelerator.current_device_index() == 0, "contract: a refused switch leaves the current device"
 
 
+def needs_two_devices() -> int:
+    """The last index, for a test that switches away from device 0."""
+    if torch.accelerator.device_count() < 2:
+        pytest.skip("the backend has 1 device; switching needs two")
+    return torch.accelerator.device_count() - 1
+
+
 def test_set_device_index_moves_the_current_device(device_type):
-    last = torch.accelerator.device_count() - 1
+    last = needs_two_devices()
     torch.accelerator.set_device_index(last)
     assert torch.accelerator.current_device_index() == last, (
         f"contract: torch.accelerator.current_device_index() follows set_device_index({last})")
@@ -51,7 +57,7 @@ def test_set_device_index_moves_the_current_device(device_type):
 
 
 def test_device_index_context_restores_the_device():
-    last = torch.accelerator.device_count() - 1
+    last = needs_two_devices()
     with torch.accelerator.device_index(last):
         assert torch.accelerator.current_device_index() == last, (
             "contract: inside torch.accelerator.device_index(i), the current device is i")
@@ -61,7 +67,7 @@ def test_device_index_context_restores_the_device():
 
 def test_synchronize_waits_for_queued_work(device, work):
     done = torch.Event(device)
-    x = work.enqueue(torch.ones(1024, 1024, device=device))
+    x = work.enqueue(work.ones())
     done.record()
     torch.accelerator.synchronize()
     assert done.query(), ("contract: torch.accelerator.synchronize() returns only once the work queued before it "
@@ -69,7 +75,7 @@ def test_synchronize_waits_for_queued_work(device, work):
     assert x[0, :4].cpu().tolist() == [1.0] * 4
 
 
-def test_the_device_module_names_the_device(device_type):
+def test_the_device_module_agrees_with_torch_accelerator(device_type):
     module = torch.get_device_module(device_type)
     assert module.device_count() == torch.accelerator.device_count(), (
         "contract: the device module and torch.accelerator agree on the count")

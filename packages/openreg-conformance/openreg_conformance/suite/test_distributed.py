@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,14 +27,17 @@ RANKS = Path(__file__).resolve().parent / "_ranks.py"
 
 def run_ranks(scenario: str, device_type: str, scratch: Path) -> dict[int, dict]:
     outputs = [scratch / f"rank{rank}.json" for rank in range(WORLD)]
-    processes = [subprocess.Popen([sys.executable, str(RANKS), scenario, str(rank), str(WORLD),
-                                   str(scratch / "store"), device_type, str(outputs[rank])],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-                 for rank in range(WORLD)]
-    logs = []
+    logs = [scratch / f"rank{rank}.log" for rank in range(WORLD)]  # files: a chatty rank never blocks on a pipe
+    processes = []
+    for rank in range(WORLD):
+        with open(logs[rank], "w") as log:
+            processes.append(subprocess.Popen([sys.executable, str(RANKS), scenario, str(rank), str(WORLD),
+                                               str(scratch / "store"), device_type, str(outputs[rank])],
+                                              stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)))
+    deadline = time.monotonic() + BOUND_S
     try:
         for process in processes:
-            logs.append(process.communicate(timeout=BOUND_S)[0].decode(errors="replace"))
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         pytest.fail(f"contract: the {scenario} ranks finish; they were still running after {BOUND_S} s")
     finally:
@@ -42,7 +46,7 @@ def run_ranks(scenario: str, device_type: str, scratch: Path) -> dict[int, dict]
             process.wait()
     results = {}
     for rank, output in enumerate(outputs):
-        assert output.exists(), f"rank {rank} wrote no result; its output:\n{logs[rank][-3000:]}"
+        assert output.exists(), f"rank {rank} wrote no result; its output:\n{logs[rank].read_text()[-3000:]}"
         results[rank] = json.loads(output.read_text())
     return results
 

@@ -1,8 +1,7 @@
 """Needs graphs: torch.accelerator.Graph capture and replay.
 
 The contracts: work captured into a graph does not run at capture; each
-replay runs it again, on the tensors captured; a graph reset frees its
-memory back to the baseline.
+replay runs it again, on the tensors captured, reading their current values.
 """
 
 from __future__ import annotations

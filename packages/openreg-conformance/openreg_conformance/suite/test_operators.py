@@ -25,6 +25,7 @@ import unittest
 import torch
 from openreg_conformance import plugin
 from torch.testing._internal import common_utils
+from torch.testing._internal.common_cuda import with_tf32_off
 from torch.testing._internal.common_device_type import get_device_type_test_bases, instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_modules import TrainEvalMode, module_db, modules
@@ -85,13 +86,18 @@ def to_cpu(value):
 
 
 class TestConformanceOps(TestCase):
+    # As PyTorch's TestCommon.test_compare_cpu: the same samples on the device
+    # and on the CPU, each result through the sample's output_process_fn_grad
+    # (which fixes the signs of singular vectors, say), compared with
+    # tolerances of 1e-3.
     @ops(op_db, allowed_dtypes=(torch.float32,))
+    @with_tf32_off
     def test_compare_cpu(self, device, dtype, op):
         for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=False), SAMPLES):
-            cpu = sample.transform(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
-            expected = op(cpu.input, *cpu.args, **cpu.kwargs)
-            got = op(sample.input, *sample.args, **sample.kwargs)
-            self.assertEqual(to_cpu(got), expected, exact_device=False,
+            cpu = sample.transform(to_cpu)
+            expected = sample.output_process_fn_grad(op(cpu.input, *cpu.args, **cpu.kwargs))
+            got = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+            self.assertEqual(to_cpu(got), expected, exact_device=False, atol=1e-3, rtol=1e-3,
                              msg=f"contract: {op.full_name} on the device computes what it computes on the CPU")
 
 
@@ -110,7 +116,9 @@ def tensors_in(value) -> list[torch.Tensor]:
 
 
 class TestConformanceModules(TestCase):
+    # As PyTorch's TestModule.test_cpu_gpu_parity (TF32 off there too).
     @modules(module_db, allowed_dtypes=(torch.float32,), train_eval_mode=TrainEvalMode.train_and_eval)
+    @with_tf32_off
     def test_forward_and_backward_match_cpu(self, device, dtype, module_info, training):
         inputs = module_info.module_inputs_func(module_info, device="cpu", dtype=dtype, requires_grad=True,
                                                 training=training)

@@ -17,7 +17,7 @@ import torch
 def test_work_on_one_stream_runs_in_order(device, work):
     stream = torch.Stream(device)
     with stream:
-        x = torch.ones(1024, 1024, device=device)
+        x = work.ones()
         y = work.enqueue(x)
         y.add_(1)
         z = y * 2
@@ -28,33 +28,33 @@ def test_work_on_one_stream_runs_in_order(device, work):
 def test_a_stream_waiting_for_an_event_sees_the_recorded_work(device, work):
     producer, consumer = torch.Stream(device), torch.Stream(device)
     with producer:
-        x = work.enqueue(torch.ones(1024, 1024, device=device)) + 1
+        x = work.enqueue(work.ones()) + 1
         ready = torch.Event(device)
         ready.record(producer)
     consumer.wait_event(ready)
     with consumer:
         copy = x.clone()
     consumer.synchronize()
-    assert torch.equal(copy.cpu(), torch.full((1024, 1024), 2.0)), (
+    assert torch.equal(copy.cpu(), torch.full((work.size, work.size), 2.0)), (
         "contract: after Stream.wait_event(e), the stream's later work sees everything recorded before e")
 
 
 def test_a_stream_waiting_for_a_stream_sees_its_work(device, work):
     producer, consumer = torch.Stream(device), torch.Stream(device)
     with producer:
-        x = work.enqueue(torch.ones(1024, 1024, device=device)) + 1
+        x = work.enqueue(work.ones()) + 1
     consumer.wait_stream(producer)
     with consumer:
         copy = x.clone()
     consumer.synchronize()
-    assert torch.equal(copy.cpu(), torch.full((1024, 1024), 2.0)), (
+    assert torch.equal(copy.cpu(), torch.full((work.size, work.size), 2.0)), (
         "contract: after Stream.wait_stream(s), the stream's later work sees everything queued on s before")
 
 
 def test_query_is_false_while_work_runs_and_true_after(device, work):
     stream = torch.Stream(device)
     with stream:
-        work.enqueue(torch.ones(1024, 1024, device=device))
+        work.enqueue(work.ones())
         done = torch.Event(device)
         done.record(stream)
     assert not done.query() and not stream.query(), (
@@ -66,7 +66,7 @@ def test_query_is_false_while_work_runs_and_true_after(device, work):
 def test_stream_synchronize_waits_for_its_work(device, work):
     stream = torch.Stream(device)
     with stream:
-        work.enqueue(torch.ones(1024, 1024, device=device))
+        work.enqueue(work.ones())
         done = torch.Event(device)
         done.record(stream)
     stream.synchronize()
@@ -76,7 +76,7 @@ def test_stream_synchronize_waits_for_its_work(device, work):
 def test_event_synchronize_waits_for_the_recorded_work(device, work):
     stream = torch.Stream(device)
     with stream:
-        work.enqueue(torch.ones(1024, 1024, device=device))
+        work.enqueue(work.ones())
         done = torch.Event(device)
         done.record(stream)
         after = torch.Event(device)
@@ -92,7 +92,7 @@ def test_elapsed_time_is_in_milliseconds(device, work):
     torch.accelerator.synchronize()
     began = time.perf_counter()
     start.record()
-    work.enqueue(torch.ones(1024, 1024, device=device))
+    work.enqueue(work.ones())
     end.record()
     end.synchronize()
     wall_ms = (time.perf_counter() - began) * 1000
