@@ -37,7 +37,7 @@ class Work:
     calibration waits by reading a value back (the one wait every backend
     must get right), never by a synchronize the tests are checking."""
 
-    def __init__(self, device: torch.device, milliseconds: float = 300.0):
+    def __init__(self, device: torch.device, milliseconds: float = 200.0):
         self.device = device
         size = 1024
         if self.seconds_for(size, 1) < 0.001:

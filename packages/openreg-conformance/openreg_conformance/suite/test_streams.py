@@ -98,7 +98,7 @@ def test_elapsed_time_is_in_milliseconds(device, work):
     wall_ms = (time.perf_counter() - began) * 1000
     measured = start.elapsed_time(end)
     # The device's time between the events is most of the host's time around
-    # them (the work takes about 300 ms): seconds would read 1000x smaller.
+    # them (the work takes about 200 ms): seconds would read 1000x smaller.
     assert 0.25 * wall_ms <= measured <= 1.05 * wall_ms + 1, (
         f"contract: Event.elapsed_time() is in milliseconds; {measured:.3f} between events around "
         f"{wall_ms:.0f} ms of the host's time")
