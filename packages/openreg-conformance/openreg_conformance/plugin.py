@@ -26,7 +26,8 @@ from types import ModuleType
 
 import pytest
 
-_state: dict = {"device": None, "overrides": None, "progress": None, "pytorch_tests": None, "reasons": {}}
+_state: dict = {"device": None, "overrides": None, "progress": None, "pytorch_tests": None, "reasons": {},
+                "file": None}  # file: the suite file whose tests are running
 
 
 def pytest_addoption(parser):
@@ -141,13 +142,10 @@ def environment(device: str) -> dict:
             "backend_packages": backends, "seeded_defect": os.environ.get("TORCH_OPENREG_SEEDED_DEFECT")}
 
 
-_current_file: list[str] = []
-
-
 def pytest_runtest_logstart(nodeid, location):
     file = nodeid.split("::", 1)[0]
-    if _current_file != [file]:
-        _current_file[:] = [file]
+    if _state["file"] != file:
+        _state["file"] = file
         emit({"event": "file", "file": file, "time": time.time()})
     emit({"event": "start", "nodeid": nodeid})
 

@@ -25,29 +25,32 @@ def test_work_on_one_stream_runs_in_order(device, work):
     assert z[0, :3].cpu().tolist() == [4.0] * 3, "contract: kernels of one stream run in the order they were queued"
 
 
-def test_a_stream_waiting_for_an_event_sees_the_recorded_work(device, work):
+def seen_after_waiting(device, work, wait) -> bool:
+    """Whether a consumer stream, after wait(consumer, producer), copies the
+    producer's finished result (2s) rather than what was there before."""
     producer, consumer = torch.Stream(device), torch.Stream(device)
     with producer:
         x = work.enqueue(work.ones()) + 1
-        ready = torch.Event(device)
-        ready.record(producer)
-    consumer.wait_event(ready)
+    wait(consumer, producer)
     with consumer:
         copy = x.clone()
     consumer.synchronize()
-    assert torch.equal(copy.cpu(), torch.full((work.size, work.size), 2.0)), (
+    return torch.equal(copy.cpu(), torch.full((work.size, work.size), 2.0))
+
+
+def wait_for_an_event(consumer, producer):
+    ready = torch.Event(producer.device)
+    ready.record(producer)
+    consumer.wait_event(ready)
+
+
+def test_a_stream_waiting_for_an_event_sees_the_recorded_work(device, work):
+    assert seen_after_waiting(device, work, wait_for_an_event), (
         "contract: after Stream.wait_event(e), the stream's later work sees everything recorded before e")
 
 
 def test_a_stream_waiting_for_a_stream_sees_its_work(device, work):
-    producer, consumer = torch.Stream(device), torch.Stream(device)
-    with producer:
-        x = work.enqueue(work.ones()) + 1
-    consumer.wait_stream(producer)
-    with consumer:
-        copy = x.clone()
-    consumer.synchronize()
-    assert torch.equal(copy.cpu(), torch.full((work.size, work.size), 2.0)), (
+    assert seen_after_waiting(device, work, lambda consumer, producer: consumer.wait_stream(producer)), (
         "contract: after Stream.wait_stream(s), the stream's later work sees everything queued on s before")
 
 
