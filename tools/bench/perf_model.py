@@ -162,6 +162,8 @@ def print_calibration(table: CalibrationTable, every_row: bool = False) -> None:
     print("Fitted parameters (device-independent; per device where its rows fit them)")
     for name, value in sorted(table.full_fit.shared.items()):
         print(f"  {name:<28}{value:.4g}")
+    for vendor, values in sorted(table.full_fit.per_vendor.items()):
+        print(f"  {vendor + ' chips':<28}" + ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items())))
     for device, values in sorted(table.full_fit.per_device.items()):
         print(f"  {device:<28}" + ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items())))
 
@@ -195,7 +197,7 @@ def write_profiles(table: CalibrationTable) -> None:
         _write_values(path, fit.profile_parameters(full, name), fit.provenance(full, cases, name))
     defaults = SOURCE_PROFILES / "_defaults.toml"
     _write_values(defaults, fit.profile_parameters(full, ""), None)
-    _write_held_out_errors(defaults, table)
+    _write_vendors_and_held_out_errors(defaults, table)
 
 
 def _add_fitted_sections(path: Path) -> None:
@@ -223,12 +225,18 @@ def _write_values(path: Path, values: dict, provenance: dict | None) -> None:
     print(f"wrote {path}")
 
 
-def _write_held_out_errors(path: Path, table: CalibrationTable) -> None:
-    """The held-out error per kernel class, which every report states next to its prediction
-    (report.expected_error): [held_out_error] class = [mean absolute error, signed bias]."""
-    text = path.read_text().split("\n[held_out_error]")[0].rstrip()
-    lines = ["", "[held_out_error]  # written by tools/bench/perf_model.py --write-profiles: leave-one-device-out, "
-             "[mean absolute error, signed bias]"]
+def _write_vendors_and_held_out_errors(path: Path, table: CalibrationTable) -> None:
+    """Each vendor's levels, which a chip of that vendor without a fit of its own takes ([vendor.<name>],
+    profile.vendor_levels), and the held-out error per kernel class, which every report states next
+    to its prediction (report.expected_error): [held_out_error] class = [mean absolute error, signed bias]."""
+    text = path.read_text().split("\n[vendor.")[0].split("\n[held_out_error]")[0].rstrip()
+    lines = []
+    for vendor, levels in sorted(table.full_fit.per_vendor.items()):
+        devices = sorted(d for d in table.full_fit.per_device if published.device_profile(d).vendor == vendor)
+        lines += ["", f"[vendor.{vendor}]  # fitted (fit.py): the median of the fits on {', '.join(devices)}"]
+        lines += [f"{name} = {value:.4g}" for name, value in sorted(levels.items())]
+    lines += ["", "[held_out_error]  # written by tools/bench/perf_model.py --write-profiles: leave-one-device-out, "
+              "[mean absolute error, signed bias]"]
     lines += [f"{summary.name} = [{summary.model_mape:.4f}, {summary.model_bias:+.4f}]"
               for summary in table.classes.values() if summary.name not in ("launch", "overall")]
     path.write_text(text + "\n" + "\n".join(lines) + "\n")

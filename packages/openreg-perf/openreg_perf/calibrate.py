@@ -203,6 +203,7 @@ attention_forward_factor = 1.0
 attention_backward_factor = 1.0
 matrix_half_depth = {figures['matrix_half_depth']:.4g}  # measured: the two matmul sizes
 matrix_setup_s = {figures['matrix_setup_s']:.4g}  # measured: a 64^3 matmul beyond its launch and FLOPs
+matrix_unit_setup_s = {figures['matrix_setup_s']:.4g}  # as matrix_setup_s: the simulator has no matrix units of its own
 matrix_tile_overhead = 0.0001  # one block size: no choice between tiles to weigh
 vector_fraction = 1.0
 elementwise_memory_fraction = 1.0
@@ -210,6 +211,7 @@ reduction_memory_fraction = 1.0
 norm_memory_fraction = 1.0
 softmax_memory_fraction = 1.0
 memory_half_bytes = {figures['memory_half_bytes']:.4g}  # measured: the same two add_ sizes
+row_half_rows_per_unit = 0.0  # the simulator runs a row-wise kernel as any other: no occupancy to reach
 copy_fraction = 1.0
 
 [collectives]  # template: occl over shared memory is not measured here

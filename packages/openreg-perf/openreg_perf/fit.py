@@ -6,12 +6,15 @@ report: tools/bench/perf_model.py prints the tables.
 
 Note [Which parameters a device gets]
   Levels (LEVEL_PARAMETERS: the fractions and factors of each kernel class) are fitted per device, to
-  that device's own rows. Shapes (half depth, setup, tile overhead, memory half bytes, step latencies,
-  the low-latency protocol, in-switch reduction) are one device-independent value fitted to all rows. A
-  device without rows of a class gets the median of the per-device levels, one vote per device: the
-  device-independent fit (profiles/_defaults.toml). A parameter no row informs (its rows move less than
-  1 % when it grows by half) keeps its starting value. Leave-one-device-out drops every row of a device,
-  fits, and predicts that device's rows, which then can only use the device-independent values. The
+  that device's own rows. Shapes (half depth, setups, tile overhead, memory half bytes, rows per unit,
+  step latencies, the low-latency protocol, in-switch reduction) are one device-independent value
+  fitted to all rows. A device without rows of a class gets the median of the per-device levels of its
+  vendor's chips where the fit has some (an AMD chip's matrix units reach a smaller share of their
+  datasheet peak than an NVIDIA chip's: MI300X 44 %, MI325X 53 %, the NVIDIA chips 69-95 %), else of
+  every device, one vote per device: the vendor's and the device-independent fit
+  (profiles/_defaults.toml). A parameter no row informs (its rows move less than 1 % when it grows by
+  half) keeps its starting value. Leave-one-device-out drops every row of a device, fits, and predicts
+  that device's rows, which then can only use its vendor's and the device-independent values. The
   harness costs describe the measurements, not a device: fitted with the rest, never written into a
   profile.
 """
@@ -35,9 +38,15 @@ LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_frac
 class Fit:
     shared: dict[str, float]  # device-independent values (levels: median over devices)
     per_device: dict[str, dict[str, float]]  # fitted levels of devices that have rows
+    per_vendor: dict[str, dict[str, float]]  # levels: median over the devices of each vendor
 
     def parameters(self, device: str) -> dict[str, float]:
-        return {**self.shared, **self.per_device.get(device, {})}
+        """A device's values: its own levels where its rows fitted them, else its vendor's."""
+        return {**self.unseen(device_profile(device).vendor), **self.per_device.get(device, {})}
+
+    def unseen(self, vendor: str) -> dict[str, float]:
+        """The values for a chip of vendor that no row informs."""
+        return {**self.shared, **self.per_vendor.get(vendor, {})}
 
 
 # ---------------------------------------------------------------------------------------- fitting
@@ -52,6 +61,7 @@ PARAMETERS = {
     "conv_winograd_factor": (1.5, 0.05, 4.0),  # above 1: Winograd multiplies less than the direct product
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's
+    "matrix_unit_setup_s": (3e-6, 1e-8, 5e-6),  # bounded: only the H100 rows separate it from a harness cost
     "matrix_tile_overhead": (8.0, 0.01, 1e3),
     "vector_fraction": (0.8, 0.05, 1.0),
     "elementwise_memory_fraction": (0.8, 0.05, 1.0),
@@ -59,6 +69,7 @@ PARAMETERS = {
     "norm_memory_fraction": (0.8, 0.05, 1.0),
     "softmax_memory_fraction": (0.8, 0.05, 1.0),
     "memory_half_bytes": (1e6, 1.0, 1e9),
+    "row_half_rows_per_unit": (4.0, 0.01, 1e3),
     "copy_fraction": (0.85, 0.05, 1.0),
     "simple_step_s": (5e-6, 1e-8, 1e-3),
     "simple_fraction": (0.8, 0.05, 1.0),
@@ -178,12 +189,22 @@ def _as_fit(fitted: dict) -> Fit:
             shared[name] = value
         else:
             per_device.setdefault(device, {})[name] = value
+    per_vendor: dict[str, dict[str, float]] = {}
     for name in LEVEL_PARAMETERS:
-        values = sorted(own[name] for own in per_device.values() if name in own)
-        if values:
-            middle = values[(len(values) - 1) // 2: len(values) // 2 + 1]
-            shared[name] = math.exp(sum(map(math.log, middle)) / len(middle))
-    return Fit(shared, per_device)
+        fitted_on = {device: own[name] for device, own in per_device.items() if name in own}
+        if fitted_on:
+            shared[name] = _median(fitted_on.values())
+        for vendor in {device_profile(device).vendor for device in fitted_on} - {""}:
+            own = [value for device, value in fitted_on.items() if device_profile(device).vendor == vendor]
+            per_vendor.setdefault(vendor, {})[name] = _median(own)
+    return Fit(shared, per_device, per_vendor)
+
+
+def _median(values) -> float:
+    """The median on a log scale (of two middle values, their geometric mean)."""
+    values = sorted(values)
+    middle = values[(len(values) - 1) // 2: len(values) // 2 + 1]
+    return math.exp(sum(map(math.log, middle)) / len(middle))
 
 
 # ----------------------------------------------------------------------------------------- evaluate
@@ -221,7 +242,8 @@ def evaluate(cases: list[Case]) -> tuple[Fit, list[Evaluated]]:
     results = []
     for case in cases:
         profile = device_profile(case.device)
-        results.append(Evaluated(case, predicted_seconds(case, held_out_fits[case.device].shared),
+        unseen = held_out_fits[case.device].unseen(profile.vendor)
+        results.append(Evaluated(case, predicted_seconds(case, unseen),
                                  predicted_seconds(case, full.parameters(case.device)), case.roofline(profile)))
     return full, results
 
@@ -229,7 +251,8 @@ def evaluate(cases: list[Case]) -> tuple[Fit, list[Evaluated]]:
 def profile_parameters(full: Fit, profile_name: str) -> dict[str, float]:
     """The [efficiency] and [collectives] values a profile should carry (its own fitted levels where
     it has rows, the device-independent values otherwise), without the harness costs."""
-    return {name: value for name, value in full.parameters(profile_name).items() if name not in HARNESS_PARAMETERS}
+    values = full.parameters(profile_name) if profile_name else full.shared
+    return {name: value for name, value in values.items() if name not in HARNESS_PARAMETERS}
 
 
 # The parameter that carries each provenance class's level, and the error class of the rows that fit it.
@@ -254,8 +277,12 @@ def provenance(full: Fit, cases: list[Case], device: str) -> dict[str, str]:
         parameter, error_class = _PROVENANCE[name]
         own = [case for case in cases if case.device == device and case.error_class == error_class]
         fitted_by = sorted(other for other, values in full.per_device.items() if parameter in values)
+        vendor = device_profile(device).vendor
+        siblings = [other for other in fitted_by if device_profile(other).vendor == vendor] if vendor else []
         if parameter in full.per_device.get(device, {}):
             said[name] = f"fitted: {len(own)} published {error_class} rows of this chip (fit.py)"
+        elif siblings:
+            said[name] = f"{vendor} chips': the median of the fits on {', '.join(siblings)}"
         elif fitted_by:
             said[name] = f"device-independent: the median of the fits on {', '.join(fitted_by)}"
         else:

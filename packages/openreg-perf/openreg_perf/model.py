@@ -11,8 +11,9 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen]
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
-  memory    t_memory = (bytes + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
-            (class: elementwise, reduction or norm, from the cost's kind)
+  memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
+            (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
+            row-wise kernels, Note [Row-wise kernels])
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
@@ -31,10 +32,13 @@ tiles leave units idle, as the libraries' heuristics do) and takes the fastest:
   resident  = clamp(largest tile's area / (tm * tn), 1, MAX_RESIDENT_TILES)  tiles one unit runs at once
   tiles     = batch * ceil(m / tm) * ceil(n / tn) * split;  waves = ceil(tiles / (units * resident))
   rate      = peak / (units * resident) * level / (1 + e.matrix_tile_overhead * (tm + tn) / (tm * tn))
-  t_compute = e.matrix_setup + waves * 2 * tm * tn * (k / split + e.matrix_half_depth) / rate
+  t_compute = setup + waves * 2 * tm * tn * (k / split + e.matrix_half_depth) / rate
   t_memory  = memory time of the operands
   t         = max(t_compute, t_memory), plus, when split > 1, a second kernel that reads and adds the
               FP32 partial results (2 * split * batch * m * n * 4 bytes)
+setup is e.matrix_setup_s on the FP32/FP64 units, e.matrix_unit_setup_s on the matrix units. A forward
+convolution is never split: cuDNN's implicit-GEMM kernels reduce over channels x kernel window in one
+pass (NeuSight's 1,224 FP32 convolutions on V100, T4, P100 and P4 name no split-K reduction kernel).
 A tile computes all of its tm x tn outputs even where the matrix ends inside it: small and skinny
 products waste part of a large tile, which is why the library has small ones. level is the precision's
 e.gemm_*_fraction times the kind's factor (e.conv_*_factor, e.attention_*_factor; 1 for a GEMM).
@@ -43,6 +47,14 @@ Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
 compute-bound kernels at a lower clock: chip.sustained_clock_hz, which scales every compute peak. Memory
 bandwidth is not scaled (the memory clock is not the one that drops).
+
+Note [Row-wise kernels]
+Softmax, layer norm and RMS norm give each row of the normalised dimension to one block, which reads
+it with a few loads in flight. With few rows the device has too few loads in flight to keep its
+memory busy: NeuSight's layer norms of 500 rows reach 30-45 % of the bandwidth that 10,000 rows reach,
+on every device. The model scales the bandwidth of such a kernel (Cost.rows > 0) by
+  occupancy = rows / (rows + e.row_half_rows_per_unit * chip.compute_units)
+(half of it at that many rows per compute unit), fitted to every device's rows at once.
 """
 
 from __future__ import annotations
@@ -131,7 +143,7 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
         memory, fixed = chosen.memory_seconds + chosen.reduction_seconds, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
-        memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile))
+        memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile))
     floor = profile.chip.kernel_floor_s
     seconds = floor + max(compute, memory)
     if compute >= memory:
@@ -164,19 +176,21 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile)
     rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
     efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
+    setup = efficiency.matrix_setup_s if precision in ("fp32", "fp64") else efficiency.matrix_unit_setup_s
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
     best, best_seconds = None, math.inf
-    for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, profile.matrix.max_split_k):
+    most_split = 1 if cost.kind == "conv" and cost.role.startswith("forward") else profile.matrix.max_split_k
+    for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, most_split):
         edge = 1 + efficiency.matrix_tile_overhead * shape.edge
         depth = shape.slice_depth + efficiency.matrix_half_depth
-        compute = efficiency.matrix_setup_s + shape.unit_work * edge * depth / rate
+        compute = setup + shape.unit_work * edge * depth / rate
         reduction = 0.0
         if shape.split > 1:  # the partial results are written, then read and added by a second kernel
             reduction = floor + _memory_seconds(shape.partial_bytes, profile, efficiency.elementwise_memory_fraction)
         if max(compute, memory) + reduction < best_seconds:
             best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
     shape, compute, reduction = best
-    return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, efficiency.matrix_setup_s, reduction)
+    return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, setup, reduction)
 
 
 def _menu(profile: Profile, precision: str, batch: int) -> tuple:
@@ -243,14 +257,25 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
 
 def _memory_fraction(cost: Cost, profile: Profile) -> float:
     if cost.role == "softmax":
-        return profile.efficiency.softmax_memory_fraction
-    return getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
+        fraction = profile.efficiency.softmax_memory_fraction
+    else:
+        fraction = getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
+    return fraction
 
 
-def _memory_seconds(nbytes: float, profile: Profile, fraction: float) -> float:
+def _row_occupancy(cost: Cost, profile: Profile) -> float:
+    """Note [Row-wise kernels]: the share of the memory system a row-wise kernel keeps busy."""
+    if not cost.rows:
+        return 1.0
+    half = profile.efficiency.row_half_rows_per_unit * profile.chip.compute_units
+    return cost.rows / (cost.rows + half)
+
+
+def _memory_seconds(nbytes: float, profile: Profile, fraction: float, occupancy: float = 1.0) -> float:
     if nbytes <= 0:
         return 0.0
-    return (nbytes + profile.efficiency.memory_half_bytes) / (profile.memory.bandwidth_bytes_per_s * fraction)
+    rate = profile.memory.bandwidth_bytes_per_s * fraction
+    return (nbytes / occupancy + profile.efficiency.memory_half_bytes) / rate
 
 
 def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> float:

@@ -127,7 +127,8 @@ class Efficiency:
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision
     attention_backward_factor: float  # fused attention backward
     matrix_half_depth: float  # reduction depth K at which a tile runs at half its rate (prologue/epilogue)
-    matrix_setup_s: float  # fixed cost of a library matrix kernel beyond the kernel floor
+    matrix_setup_s: float  # fixed cost of a library matrix kernel beyond the kernel floor (FP32/FP64 units)
+    matrix_unit_setup_s: float  # ... on the matrix units (TF32, 16- and 8-bit products)
     matrix_tile_overhead: float  # a tile's edge cost: its rate is 1 / (1 + overhead * (tm + tn) / (tm * tn))
     vector_fraction: float  # non-matrix arithmetic: fraction of the vector peak
     elementwise_memory_fraction: float  # fraction of memory bandwidth a long elementwise kernel sustains
@@ -135,6 +136,7 @@ class Efficiency:
     norm_memory_fraction: float  # ... the norms (layer, RMS, batch, group)
     softmax_memory_fraction: float  # ... softmax
     memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
+    row_half_rows_per_unit: float  # rows per compute unit at which a row-wise kernel reaches half of its fraction
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 
 
@@ -165,6 +167,7 @@ class Profile:
     provenance: dict  # kernel class -> where its efficiency comes from (datasheet, fitted to which rows, assumed)
     path: str  # the file it was read from, for messages
     hardware_names: tuple = ()  # how measurements name this chip ("H100 SXM"): published.py matches rows by them
+    vendor: str = ""  # "nvidia", "amd", "intel", ...: a chip without a fit of its own takes its vendor's levels
     defaulted: tuple = ()  # sections the file left out, filled with DEFAULTS_PROFILE's (a report says so)
 
     def peak_of(self, precision: str) -> float:
@@ -187,7 +190,7 @@ _SECTIONS = {
     "efficiency": Efficiency,
     "collectives": Collectives,
 }
-_TOP_LEVEL = ("name", "description", "hardware_names", "provenance")
+_TOP_LEVEL = ("name", "description", "hardware_names", "vendor", "provenance")
 # Sections a profile may leave out: a chip nobody has measured yet has no fitted efficiencies, and a
 # profile may leave the host to the bundled server's. DEFAULTS_PROFILE supplies them, and every report
 # made with such a profile says which it took (Profile.defaulted).
@@ -271,11 +274,14 @@ def _build(table: dict, path: str) -> Profile:
     for key in ("name", "description"):
         if not isinstance(table.get(key), str):
             raise ProfileError(f"{path}: field {key!r} is missing or not a string")
+    vendor = table.get("vendor", "")
+    if not isinstance(vendor, str) or vendor != vendor.lower():
+        raise ProfileError(f"{path}: field 'vendor' must be a lower-case name such as \"nvidia\", not {vendor!r}")
     sections, defaulted = {}, []
     for section, record in _SECTIONS.items():
         values = table.get(section)
         if values is None and section in OPTIONAL_SECTIONS:
-            sections[section] = defaults()[section]
+            sections[section] = defaults(vendor)[section]
             defaulted.append(section)
             continue
         if not isinstance(values, dict):
@@ -283,9 +289,10 @@ def _build(table: dict, path: str) -> Profile:
         sections[section] = _build_section(record, values, section, path)
     provenance = _provenance(table.get("provenance", {}), path)
     if "efficiency" in defaulted:
-        provenance = {name: "device-independent default (no fit for this chip)" for name in KERNEL_CLASSES}
+        whose = f"{vendor} chips'" if vendor in vendor_levels() else "device-independent"
+        provenance = {name: f"{whose} default (no fit for this chip)" for name in KERNEL_CLASSES}
     return Profile(name=table["name"], description=table["description"], path=path, provenance=provenance,
-                   hardware_names=_hardware_names(table.get("hardware_names", []), path),
+                   hardware_names=_hardware_names(table.get("hardware_names", []), path), vendor=vendor,
                    defaulted=tuple(defaulted), **sections)
 
 
@@ -296,14 +303,27 @@ def _hardware_names(values, path: str) -> tuple:
 
 
 @functools.cache
-def defaults() -> dict:
+def defaults(vendor: str = "") -> dict:
     """The sections a profile may leave out, from profiles/_defaults.toml: the fit's device-independent
-    values for a chip without measurements of its own, and the bundled server host."""
+    values for a chip without measurements of its own (its vendor's levels where the fit has chips of
+    that vendor: Note [Which parameters a device gets] in fit.py), and the bundled server host."""
     path = bundled_path(DEFAULTS_PROFILE)
     with open(path, "rb") as file:
         table = tomllib.load(file)
+    for section in ("efficiency", "collectives"):  # a vendor's levels, in the section of each
+        names = {f.name for f in fields(_SECTIONS[section])}
+        table[section] = {**table[section], **{name: value for name, value in vendor_levels().get(vendor, {}).items()
+                                               if name in names}}
     return {section: _build_section(_SECTIONS[section], table[section], section, str(path))
             for section in OPTIONAL_SECTIONS}
+
+
+@functools.cache
+def vendor_levels() -> dict[str, dict[str, float]]:
+    """Per vendor, the [efficiency] levels a chip of that vendor without a fit of its own takes:
+    _defaults.toml's [vendor.<name>] sections, written by tools/bench/perf_model.py --write-profiles."""
+    with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
+        return tomllib.load(file).get("vendor", {})
 
 
 @functools.cache

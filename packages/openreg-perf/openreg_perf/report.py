@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .model import error_class, peak_rate, roofline_seconds
-from .profile import PRECISIONS, Profile, held_out_errors
+from .profile import PRECISIONS, Profile, held_out_errors, vendor_levels
 from .timeline import Predicted, Timeline, merged_intervals
 
 
@@ -149,7 +149,8 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{classes}; tools/bench/perf_model.py)")
     lines.append(f"  host               {_host_line(profile, report.host)}")
     if profile.defaulted:
-        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: the device-independent "
+        whose = f"the {profile.vendor} chips'" if profile.vendor in vendor_levels() else "the device-independent"
+        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: {whose} "
                      f"defaults are used (profiles/_defaults.toml)")
     for device, busy in report.busy_s.items():
         idle = max(0.0, report.total_s - busy)

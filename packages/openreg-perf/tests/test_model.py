@@ -121,6 +121,38 @@ def test_split_k_pays_for_its_partial_results():
     assert split.split_k > 1 and split.reduction_seconds > H100.chip.kernel_floor_s
 
 
+def test_a_forward_convolution_is_never_split():
+    """cuDNN's implicit-GEMM convolutions reduce over channels x window in one pass: a convolution with
+    few outputs and a deep reduction (one image, 1,711 channels in, 24 out: NeuSight's V100 row took
+    0.58 ms) runs on few tiles, where a GEMM of its shape would split."""
+    v100 = load_profile("v100-pcie-32gb")
+    conv = cost_of(OpCall("aten::convolution", [[1, 1711, 27, 27], [24, 1711, 3, 3], [], [], [], [], [], [], []],
+                          ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                           "Scalar"], [None, None, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1]))
+    assert matrix_kernel(conv, None, v100).split_k == 1
+    shape = conv.matrix
+    assert matrix_kernel(mm(shape.m, shape.k, shape.n, "float"), None, v100).split_k > 1
+    assert kernel_seconds(conv, None, v100).seconds == pytest.approx(0.58e-3, rel=0.35)
+
+
+def test_a_row_wise_kernel_needs_rows_to_fill_the_device():
+    """Note [Row-wise kernels]: a layer norm over few long rows reaches a smaller share of the bandwidth
+    than the same bytes in many short rows; at row_half_rows_per_unit rows per compute unit, half."""
+    def layer_norm(rows, width):
+        return cost_of(OpCall("aten::native_layer_norm", [[rows, width], [], [width], [width], []],
+                              ["float", "ScalarList", "float", "float", "Scalar"], [None, [width], None, None, 1e-5]))
+    few, many = layer_norm(512, 1 << 14), layer_norm(1 << 14, 512)
+    assert (few.rows, many.rows) == (512, 1 << 14)
+    assert kernel_seconds(few, None, H100).seconds > 1.5 * kernel_seconds(many, None, H100).seconds
+    half = H100.efficiency.row_half_rows_per_unit * H100.chip.compute_units
+    at_half = layer_norm(round(half), 1 << 14)
+    full = replace(H100, efficiency=replace(H100.efficiency, row_half_rows_per_unit=0.0))
+    memory_part = kernel_seconds(at_half, None, H100).seconds - H100.chip.kernel_floor_s
+    assert memory_part > 1.8 * (kernel_seconds(at_half, None, full).seconds - H100.chip.kernel_floor_s)
+    add_ = add(1 << 20)
+    assert add_.rows == 0 and kernel_seconds(add_, None, full).seconds == kernel_seconds(add_, None, H100).seconds
+
+
 def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():
     half_clock = replace(H100, chip=replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz / 2))
     compute, memory = mm(8192, 8192, 8192, BF16), add(1 << 28)
@@ -305,6 +337,18 @@ def test_the_model_beats_the_roofline_where_it_is_not_said_otherwise(calibration
 def test_the_fit_is_deterministic(calibration, perf_bench):
     cases, _ = perf_bench.calibration_cases()
     assert fit.fit(cases) == calibration.full_fit
+
+
+def test_a_chip_no_row_informs_takes_its_vendors_levels(calibration, perf_bench):
+    """Held out, the MI300X is predicted with the AMD chips' levels (the MI325X's alone), not the median
+    of every device, where NVIDIA's matrix units reach a larger share of their peak."""
+    cases, _ = perf_bench.calibration_cases()
+    without = fit.fit([case for case in cases if case.device != "mi300x"])
+    amd, anyone = without.unseen("amd"), without.unseen("")
+    assert amd["gemm_16bit_fraction"] == without.per_device["mi325x"]["gemm_16bit_fraction"]
+    assert amd["gemm_16bit_fraction"] < 0.8 * anyone["gemm_16bit_fraction"]
+    mi300x = [row for row in calibration.rows if row.case.device == "mi300x" and row.case.error_class == "gemm_tensor"]
+    assert mi300x and all(row.predicted_seconds == fit.predicted_seconds(row.case, amd) for row in mi300x)
 
 
 def test_every_calibration_row_names_a_profiled_chip(calibration):

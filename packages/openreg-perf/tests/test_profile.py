@@ -4,9 +4,19 @@ can be wrong is refused with a ProfileError naming the field and the file."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
-from openreg_perf.profile import KERNEL_CLASSES, PRECISIONS, Profile, ProfileError, list_profiles, load_profile
+from openreg_perf.profile import (
+    KERNEL_CLASSES,
+    PRECISIONS,
+    Profile,
+    ProfileError,
+    defaults,
+    list_profiles,
+    load_profile,
+    vendor_levels,
+)
 
 BUNDLED = list_profiles()
 # The issue that asked for them: datasheet profiles of GPUs users plan for, fitted or not.
@@ -105,16 +115,28 @@ def test_missing_section_is_refused(tmp_path):
 
 def test_a_chip_without_fitted_sections_gets_the_defaults_and_says_so(tmp_path):
     """A vendor's new chip has a datasheet but no measurements: its profile leaves out [efficiency],
-    [collectives] and [host], gets the device-independent values, and says so."""
-    text = open(load_profile("h100-sxm").path).read()
-    path = tmp_path / "new-chip.toml"
-    path.write_text(text.split("\n[host]")[0].replace('name = "h100-sxm"', 'name = "new-chip"'))
-    profile = load_profile(path)
-    assert profile.defaulted == ("host", "efficiency", "collectives")
-    defaults = load_profile("h100-sxm")  # the H100's host is the bundled server host
-    assert profile.host == defaults.host
-    assert set(profile.provenance) == set(KERNEL_CLASSES)
-    assert all("device-independent default" in text for text in profile.provenance.values())
+    [collectives] and [host], gets its vendor's levels (the device-independent values where the fit
+    has no chip of that vendor), and says so."""
+    text = open(load_profile("h100-sxm").path).read().split("\n[host]")[0]
+    for vendor, said in (("nvidia", "nvidia chips' default"), ("amd", "amd chips' default"),
+                         ("newcomer", "device-independent default")):
+        path = tmp_path / f"new-chip-{vendor}.toml"
+        path.write_text(text.replace('name = "h100-sxm"', 'name = "new-chip"').replace('"nvidia"', f'"{vendor}"'))
+        profile = load_profile(path)
+        assert profile.defaulted == ("host", "efficiency", "collectives")
+        assert profile.host == load_profile("h100-sxm").host  # the H100's host is the bundled server host
+        assert set(profile.provenance) == set(KERNEL_CLASSES)
+        assert all(said in text for text in profile.provenance.values())
+        levels = vendor_levels().get(vendor, {})
+        assert profile.efficiency == replace(defaults()["efficiency"], **{name: value for name, value in levels.items()
+                                                                          if hasattr(profile.efficiency, name)})
+    # The fit knows AMD's matrix units reach a smaller share of their peak than NVIDIA's.
+    assert vendor_levels()["amd"]["gemm_16bit_fraction"] < vendor_levels()["nvidia"]["gemm_16bit_fraction"]
+
+
+def test_a_vendor_is_a_lower_case_name(tmp_path):
+    path = _variant(tmp_path, 'vendor = "nvidia"', 'vendor = "NVIDIA"')
+    _refused(path, "'vendor'", "lower-case")
 
 
 def test_negative_field_is_refused(tmp_path):
@@ -128,8 +150,8 @@ def test_unknown_key_is_refused(tmp_path):
 
 
 def test_unknown_top_level_key_is_refused(tmp_path):
-    path = _variant(tmp_path, 'name = "h100-sxm"', 'name = "h100-sxm"\nvendor = "NVIDIA"')
-    _refused(path, "unknown field 'vendor'")
+    path = _variant(tmp_path, 'name = "h100-sxm"', 'name = "h100-sxm"\nmaker = "NVIDIA"')
+    _refused(path, "unknown field 'maker'")
 
 
 def test_non_numeric_field_is_refused(tmp_path):

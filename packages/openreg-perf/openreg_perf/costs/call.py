@@ -74,6 +74,7 @@ class Cost:
     matrix: MatrixShape | None = field(default=None, compare=False)
     transcendentals: float = 0.0  # exp, log, tanh, erf, ...: counted apart from FLOPs (special-function units)
     role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad"
+    rows: int = 0  # a row-wise kernel's independent rows (softmax, layer norm): one block each, see model.py
 
     @property
     def bytes(self) -> float:
@@ -166,7 +167,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
-          role="") -> Cost:
+          role="", rows=0) -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
     return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
-                role)
+                role, rows)

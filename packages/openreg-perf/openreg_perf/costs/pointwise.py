@@ -129,7 +129,7 @@ def _softmax(name: str, args: _Args) -> Cost:
     row = source.shape[args.value(1, -1) % len(source.shape)] if source.shape else 1
     passes = SOFTMAX_LONG_ROW_PASSES if row * element_size(source.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source,
-                 transcendentals=source.numel, role="softmax")  # one exp per element
+                 transcendentals=source.numel, role="softmax", rows=source.numel // max(row, 1))  # one exp per element
 # LITERALINCLUDE END: SOFTMAX_RULE
 
 
@@ -140,7 +140,8 @@ def _softmax_backward(name: str, args: _Args) -> Cost:
     grad, output = args.tensor(0), args.tensor(1)
     row = grad.shape[args.value(2, -1) % len(grad.shape)] if grad.shape else 1
     passes = 2 if row * element_size(grad.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
-    return _cost("norm", 4 * grad.numel, passes * _bytes([grad, output]), grad.nbytes, grad)
+    return _cost("norm", 4 * grad.numel, passes * _bytes([grad, output]), grad.nbytes, grad,
+                 rows=grad.numel // max(row, 1))
 
 
 NORM_FLOPS_PER_ELEMENT = 8  # mean, variance, normalise, scale and shift
@@ -170,8 +171,10 @@ def _norm(name: str, args: _Args) -> Cost:
     two_passes = per == "group" or (training_at is not None and bool(args.value(training_at)))
     params = [args.tensor(weight_at), args.tensor(bias_at) if bias_at is not None else None]
     read = (2 if two_passes else 1) * source.nbytes + _bytes(params)
-    written = source.nbytes + 2 * _statistics_count(name, args, source) * 4
-    return _cost("norm", NORM_FLOPS_PER_ELEMENT * source.numel, read, written, source)
+    statistics = _statistics_count(name, args, source)
+    written = source.nbytes + 2 * statistics * 4
+    rows = statistics if _NORM_ARGS[name][3] == "row" else 0
+    return _cost("norm", NORM_FLOPS_PER_ELEMENT * source.numel, read, written, source, rows=rows)
 
 
 def _statistics_count(name: str, args: _Args, source: Tensor) -> int:
