@@ -6,7 +6,7 @@ kernels, the best matmul throughputs of eight accelerators, NCCL all_reduce on A
 nodes, two copies; tools/bench/neusight_sample.csv.gz: NeuSight's FP32 GEMM, batched GEMM,
 convolution, elementwise, softmax and LayerNorm latencies on P4, P100, V100, T4 and A100 PCIe;
 tools/bench/measured: this project's own runs of gpu_calibration.py on an H100, its matrix products in
-four precisions and its elementwise, reduction, softmax and LayerNorm kernels) is predicted
+four precisions, ResNet-50's convolutions and its elementwise, reduction, softmax and LayerNorm kernels) is predicted
 leave-one-device-out: by a fit that saw no row of its device, which knows that device only
 by its datasheet profile. Per kernel class (GEMM FP32, GEMM on matrix units, convolution, elementwise,
 softmax/norm, collectives, links) it prints the mean absolute percentage error, the median, the signed

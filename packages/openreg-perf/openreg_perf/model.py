@@ -173,7 +173,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     kernel is chosen])."""
     precision = profile.matrix_precision(dtype or cost.precision)
     tiles = _menu(profile, precision, cost.matrix.batch)
-    level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile)
+    level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
     rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
     efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
     setup = efficiency.matrix_setup_s if precision in ("fp32", "fp64") else efficiency.matrix_unit_setup_s
@@ -241,7 +241,10 @@ def _splits(depth: float, most: int) -> list[int]:
     return splits
 
 
-def _kind_factor(cost: Cost, profile: Profile) -> float:
+def _kind_factor(cost: Cost, profile: Profile, precision: str) -> float:
+    on_matrix_units = precision not in ("fp32", "fp64")
+    if cost.kind == "conv" and cost.role.startswith("forward") and on_matrix_units:
+        return profile.efficiency.conv_matrix_forward_factor  # an implicit GEMM: Winograd is FP32's
     names = KIND_FACTORS.get((cost.kind, cost.role), ())
     if not names:
         return 1.0

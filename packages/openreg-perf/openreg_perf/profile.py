@@ -122,6 +122,8 @@ class Efficiency:
     #                             the library's algorithm does less work than the direct product, as Winograd)
     conv_winograd_factor: float  # a forward convolution the library runs as Winograd (Note [Which convolutions
     #                              run as Winograd] in costs/products.py): it multiplies less than the product
+    conv_matrix_forward_factor: float  # a forward convolution on the matrix units (TF32, BF16, FP16): the
+    #                                    library's implicit GEMM, relative to a GEMM of its precision
     conv_input_grad_factor: float  # its gradient with respect to the input
     conv_weight_grad_factor: float  # its gradient with respect to the weight
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision

@@ -160,13 +160,15 @@ def _kernel_case(row, device, harness, call: OpCall) -> Case:
     return priced_case(_label(row), device, harness, published, cost)
 
 
-def priced_case(label: str, device: str, harness: str | None, published: float, cost: Cost,
+def priced_case(label: str, device: str, harness: str | None, published: float, cost: Cost | tuple[Cost, ...],
                 dtype: str | None = None) -> Case:
-    """A kernel row: cost predicted in its own precision, or in dtype ("tf32" for an FP32 product)."""
-    error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(cost)
+    """A kernel row (or a row timing a few kernels one after the other: a tuple of costs): each cost
+    predicted in its own precision, or in dtype ("tf32" for an FP32 product)."""
+    costs = cost if isinstance(cost, tuple) else (cost,)
+    error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(costs[0])
     return Case(label, device, error_class, harness, published,
-                lambda profile: kernel_seconds(cost, dtype, profile).seconds,
-                lambda profile: roofline_seconds(cost, dtype, profile))
+                lambda profile: sum(kernel_seconds(one, dtype, profile).seconds for one in costs),
+                lambda profile: sum(roofline_seconds(one, dtype, profile) for one in costs))
 
 
 def _kernel_class(cost: Cost) -> str:
@@ -254,10 +256,12 @@ _MEASURED_DTYPES = {"FP32": "float", "BF16": "c10::BFloat16", "FP16": "c10::Half
 
 def measured_cases(rows: list[dict]) -> list[Case]:
     """Cases of tools/bench/measured's CSVs (gpu_calibration.py on a GPU this project borrowed): matrix
-    products in each precision (TF32: FP32 tensors on TF32 units), and elementwise, reduction, softmax
-    and LayerNorm kernels of N elements. Rows of several runs are averaged. A kernel "graph replay" is
-    timed without the host; "eager back to back" rows near their rig's floor measure the host, as
-    NeuSight's (class "launch", not fitted)."""
+    products in each precision (TF32: FP32 tensors on TF32 units), ResNet-50's convolutions (forward,
+    and forward then weight gradient; BF16 channels-last, FP32 without TF32), and elementwise,
+    reduction, softmax and LayerNorm kernels of N elements. Rows of several runs are averaged. A kernel
+    "graph replay" is timed without the host; other rows near their rig's floor (the fastest row of
+    their workload) measure the host, as NeuSight's (class "launch", not fitted): the BF16
+    convolutions, whose host takes about 28 us per call, are."""
     grouped: dict[tuple, list[dict]] = {}
     for row in rows:
         if _measured_cost(row) is not None and row["metric"] == "device time" and chip_of(row["hardware"]):
@@ -290,6 +294,8 @@ def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
     if row["workload"] in ("GEMM torch.matmul", "GEMM torch._scaled_mm"):
         call = _mm(row["config"], "M=(\\d+) K=(\\d+) N=(\\d+)", "MKN", dtype)
         return cost_of(call), "tf32" if row["precision"] == "TF32" else None
+    if row["workload"] in ("conv2d forward", "conv2d forward + weight gradient"):
+        return _measured_convolution(row["config"], dtype, "weight gradient" in row["workload"]), None
     elements = re.match(r"(\d+) elements", row["config"])
     if elements is None:
         return None
@@ -300,6 +306,25 @@ def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
         kind = "softmax" if "softmax" in row["workload"] else "ln"
         return _row_op_cost(kind, [n // 1024, 1024], dtype), None
     return None
+
+
+def _measured_convolution(config: str, dtype: str, weight_gradient: bool) -> tuple[Cost, ...]:
+    """gpu_calibration.py's F.conv2d(image, weight, stride, padding=k // 2) of "N=32 C=64 K=64 R=S=3
+    stride=1 H=W=56", and torch.autograd.grad of its output with respect to the weight alone."""
+    n, c, k, r, stride, side = (int(v) for v in re.match(
+        r"N=(\d+) C=(\d+) K=(\d+) R=S=(\d+) stride=(\d+) H=W=(\d+)", config).groups())
+    shapes = [[n, c, side, side], [k, c, r, r]]
+    geometry = [[stride, stride], [r // 2, r // 2], [1, 1], False, [0, 0], 1]
+    lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
+    forward = cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
+                             [None, None, None] + geometry))
+    if not weight_gradient:
+        return (forward,)
+    out = (side + 2 * (r // 2) - r) // stride + 1
+    backward = cost_of(OpCall("aten::convolution_backward", [[n, k, out, out]] + shapes + [[]] * 8,
+                              [dtype, dtype, dtype, "ScalarList"] + lists + ["ScalarList"],
+                              [None, None, None, None] + geometry + [[False, True, False]]))
+    return forward, backward
 
 
 # ----------------------------------------------------------------------------- NeuSight's kernel rows

@@ -164,7 +164,7 @@ def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():
 def test_each_kernel_class_has_its_own_efficiency():
     """A convolution's weight gradient and a GEMM of the same shape and precision differ by the
     profile's factor; transcendentals cost special-function time."""
-    slow_conv = replace(H100, efficiency=replace(H100.efficiency, conv_forward_factor=0.25))
+    slow_conv = replace(H100, efficiency=replace(H100.efficiency, conv_matrix_forward_factor=0.25))
     conv = cost_of(OpCall("aten::convolution", [[64, 256, 56, 56], [256, 256, 3, 3], [], [], [], [], [], [], []],
                           [BF16, BF16, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
                           [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]))
