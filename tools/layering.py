@@ -1,12 +1,14 @@
 #!/usr/bin/env python3.11
-"""The house's layering rules, checked on the C++ sources of packages/.
+"""The house's layering rules, checked on the sources of packages/.
 
 Each source file has two tags:
   - plain or speed: a file under a folder named fast/ is a speed layer;
-  - copy, replace or skip: what a vendor does with it, from a package's
-    source map (torch-openreg's, in docs/binding/index.md: Note [The source
-    map]; openreg-distributed's, in its README); a package without one has none.
-From the tags and the folders, four rules follow:
+  - copy, replace or skip: what a vendor does with it, from its package's
+    source map (torch-openreg's in docs/binding/index.md: Note [The source
+    map]; every other package's in its README).
+Rule 0: every C++ and Python source file of a package has exactly one tag,
+and every path a map names exists. From the tags and the folders, four
+rules follow for the C++ includes:
   1. plain never includes speed (a speed layer installs itself at a seam);
   2. copy never includes skip (a vendor who copies a file needs nothing left out);
   3. torch-openreg's runtime/ never includes graphs/, profiler/, aten/,
@@ -28,12 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_SUFFIXES = (".cpp", ".h", ".hpp", ".c")
+SOURCE_SUFFIXES = (".cpp", ".h", ".hpp", ".c")  # what includes
+TAGGED_SUFFIXES = SOURCE_SUFFIXES + (".py",)  # what a source map tags
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 SOURCE_MAP = re.compile(r"<!-- SOURCE_MAP START -->\n(.*?)<!-- SOURCE_MAP END -->", re.DOTALL)
 # Source maps by package: the file holding the table (its paths relative to the package).
 SOURCE_MAPS = {"torch-openreg": Path("docs/binding/index.md"),
-               "openreg-distributed": Path("packages/openreg-distributed/README.md")}
+               **{package: Path("packages") / package / "README.md" for package in
+                  ("openreg-runtime", "openreg-amp", "openreg-distributed", "openreg-onnx", "openreg-perf",
+                   "openreg-conformance")}}
+VENDOR_TAGS = ("copy", "replace", "skip")
 # torch-openreg's folders that runtime/ may not include.
 ABOVE_THE_RUNTIME = ("graphs", "profiler", "aten", "compile", "python")
 CORE = ("openreg-runtime", "torch-openreg")
@@ -55,10 +61,14 @@ def package_of(path: Path) -> str:
     return path.parts[1]  # packages/<name>/...
 
 
-def sources(root: Path) -> list[Path]:
-    return sorted(p.relative_to(root) for p in (root / "packages").rglob("*")
-                  if p.suffix in SOURCE_SUFFIXES and "build" not in p.relative_to(root).parts
-                  and "tests" not in p.relative_to(root).parts)
+def sources(root: Path, suffixes: tuple = SOURCE_SUFFIXES) -> list[Path]:
+    """The package sources with these suffixes, outside tests/ and build/ folders."""
+    found = []
+    for path in (root / "packages").rglob("*"):
+        relative = path.relative_to(root)
+        if path.suffix in suffixes and not {"build", "tests"} & set(relative.parts) and path.is_file():
+            found.append(relative)
+    return sorted(found)
 
 
 def resolve(root: Path, source: Path, target: str, quoted: bool) -> Path | None:
@@ -86,36 +96,90 @@ def includes(root: Path, source: Path) -> list[Include]:
     return found
 
 
+@dataclass(frozen=True)
+class MapRow:
+    """One row of a source map: the paths it names (relative to the package; a folder ends in /),
+    those it leaves out ("all but ..."), and its tag."""
+
+    paths: tuple[str, ...]
+    excluded: tuple[str, ...]
+    tag: str
+
+    def covers(self, relative: str) -> bool:
+        def named(path: str, pattern: str) -> bool:
+            return path.startswith(pattern) if pattern.endswith("/") else path == pattern
+        return (any(named(relative, p) for p in self.paths)
+                and not any(named(relative, e) for e in self.excluded))
+
+
+def map_rows(text: str) -> list[MapRow] | None:
+    """The rows of the SOURCE_MAP block in a document's text; None if it has none. A cell names its
+    first path in full and the others relative to the first one's folder."""
+    block = SOURCE_MAP.search(text)
+    if block is None:
+        return None
+    rows = []
+    for line in block.group(1).splitlines()[2:]:
+        cell, tag = [part.strip() for part in line.strip("|").split("|")[:2]]
+        names = re.findall(r"`([^`]+)`", cell)
+        folder = names[0] if names[0].endswith("/") else names[0].rsplit("/", 1)[0] + "/"
+        others = tuple(folder + name for name in names[1:])
+        if "all but" in cell:
+            rows.append(MapRow((names[0],), others, tag))
+        else:
+            rows.append(MapRow((names[0],) + others, (), tag))
+    return rows
+
+
+def _maps(root: Path):
+    """(package, document, rows) of each package present in this tree."""
+    for package, document in SOURCE_MAPS.items():
+        if (root / "packages" / package).is_dir():
+            path = root / document
+            yield package, document, map_rows(path.read_text()) if path.exists() else None
+
+
 def vendor_tags(root: Path) -> dict[Path, str]:
     """copy, replace or skip per file, from each package's source map."""
     tags = {}
-    for package, document in SOURCE_MAPS.items():
-        if not (root / document).exists():  # a tree without the package
-            continue
-        block = SOURCE_MAP.search((root / document).read_text())
-        if block is None:
+    for package, _, rows in _maps(root):
+        base = Path("packages") / package
+        for path in sources(root, TAGGED_SUFFIXES):
+            if package_of(path) == package:
+                for row in rows or ():
+                    if row.covers(str(path.relative_to(base))):
+                        tags[path] = row.tag
+    return tags
+
+
+def untagged(root: Path) -> list[str]:
+    """Rule 0: every source file of a package in exactly one row of its map, with a known tag, and
+    every path a map names there."""
+    problems = []
+    for package, document, rows in _maps(root):
+        if rows is None:
+            problems.append(f"{document}: no SOURCE_MAP block for {package} (rule 0)")
             continue
         base = Path("packages") / package
-        files = [s for s in sources(root) if package_of(s) == package]
-        for row in block.group(1).splitlines()[2:]:
-            cell, tag = [part.strip() for part in row.strip("|").split("|")[:2]]
-            names = re.findall(r"`([^`]+)`", cell)
-            folder = names[0] if names[0].endswith("/") else names[0].rsplit("/", 1)[0] + "/"
-            named = [names[0]] + [folder + name for name in names[1:]]
-            for path in files:
-                relative = str(path.relative_to(base))
-                if "all but" in cell:
-                    covered = relative.startswith(names[0]) and relative not in named[1:]
-                else:
-                    covered = any(relative == n or (n.endswith("/") and relative.startswith(n)) for n in named)
-                if covered:
-                    tags[path] = tag
-    return tags
+        files = [str(p.relative_to(base)) for p in sources(root, TAGGED_SUFFIXES) if package_of(p) == package]
+        for row in rows:
+            if row.tag not in VENDOR_TAGS:
+                problems.append(f"{document}: tag {row.tag!r} is none of {', '.join(VENDOR_TAGS)} (rule 0)")
+            for pattern in row.paths + row.excluded:
+                if not any(path == pattern or (pattern.endswith("/") and path.startswith(pattern))
+                           for path in files):
+                    problems.append(f"{document}: names {base / pattern}, which is gone (rule 0)")
+        for path in files:
+            tags = [row.tag for row in rows if row.covers(path)]
+            if len(tags) != 1:
+                problems.append(f"{base / path}: tagged {', '.join(tags) or 'nowhere'} in {document} (rule 0: "
+                                "one row of the source map each)")
+    return problems
 
 
 def broken_rules(root: Path = ROOT) -> list[str]:
     tags = vendor_tags(root)
-    problems = []
+    problems = untagged(root)
     for source in sources(root):
         package = package_of(source)
         for inc in includes(root, source):
@@ -140,7 +204,7 @@ def main() -> None:
     problems = broken_rules()
     for problem in problems:
         print(problem)
-    print(f"layering: {len(sources(ROOT))} source files, {len(problems)} broken rules")
+    print(f"layering: {len(sources(ROOT, TAGGED_SUFFIXES))} source files, {len(problems)} broken rules")
     sys.exit(1 if problems else 0)
 
 

@@ -28,6 +28,15 @@ SOURCE_MAP = """<!-- SOURCE_MAP START -->
 """
 
 
+LAYER_MAP = """<!-- SOURCE_MAP START -->
+| Files | Tag | What |
+|---|---|---|
+| `csrc/Amp.cpp` | copy | the policy |
+| `csrc/Kernels.cpp` | replace | the kernels |
+<!-- SOURCE_MAP END -->
+"""
+
+
 def test_the_repository_keeps_every_rule():
     assert layering.broken_rules() == []
 
@@ -53,6 +62,8 @@ def tree(tmp_path):
     layer = tmp_path / "packages" / "openreg-amp" / "csrc"
     layer.mkdir(parents=True)
     (layer / "Amp.cpp").write_text("#include <torch_openreg/Kernel.h>\n")
+    (layer / "Kernels.cpp").write_text("#include <torch_openreg/Kernel.h>\n")
+    (layer.parent / "README.md").write_text(LAYER_MAP)
     assert layering.broken_rules(tmp_path) == []
     return tmp_path
 
@@ -81,3 +92,30 @@ def test_the_runtime_including_what_uses_it_is_caught(tree):
 def test_a_layer_including_a_torch_openreg_source_is_caught(tree):
     (found,) = _break(tree, "packages/openreg-amp/csrc/Amp.cpp", '"../../torch-openreg/csrc/runtime/Device.h"')
     assert "rule 4" in found
+
+
+def test_a_file_no_row_tags_is_caught(tree):
+    (tree / "packages" / "openreg-amp" / "csrc" / "New.cpp").write_text("")
+    (found,) = layering.broken_rules(tree)
+    assert "rule 0" in found and "csrc/New.cpp: tagged nowhere" in found
+
+
+def test_a_file_two_rows_tag_is_caught(tree):
+    readme = tree / "packages" / "openreg-amp" / "README.md"
+    readme.write_text(readme.read_text().replace("<!-- SOURCE_MAP END -->",
+                                                 "| `csrc/` | skip | everything |\n<!-- SOURCE_MAP END -->"))
+    found = layering.broken_rules(tree)
+    assert len(found) == 2 and all("rule 0" in line and "tagged copy, skip" in line or "tagged replace, skip" in line
+                                   for line in found)
+
+
+def test_a_map_naming_a_file_that_is_gone_is_caught(tree):
+    (tree / "packages" / "openreg-amp" / "csrc" / "Kernels.cpp").unlink()
+    (found,) = layering.broken_rules(tree)
+    assert "rule 0" in found and "csrc/Kernels.cpp, which is gone" in found
+
+
+def test_a_package_without_a_map_is_caught(tree):
+    (tree / "packages" / "openreg-amp" / "README.md").write_text("# openreg-amp\n")
+    (found,) = layering.broken_rules(tree)
+    assert "no SOURCE_MAP block for openreg-amp" in found
