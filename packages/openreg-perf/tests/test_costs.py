@@ -521,3 +521,26 @@ def test_a_compiled_kernel_moves_each_buffer_once():
     elements = 1024 * 1024
     check(result, elements * (1 + 8 + 1 + 1), elements * 4, 1024 * 4, "reduction")
     assert result.transcendentals == elements  # gelu's
+
+
+# ------------------------------------------------------------------------------- arguments by name
+
+def test_rules_read_arguments_by_their_schema_names():
+    """Note [Arguments by name]: _scaled_dot_product_flash_attention.quantized puts three descale
+    tensors in front of is_causal; the rule reads is_causal by name in both overloads."""
+    qkv, scalars = [[1, 8, 1024, 64]] * 3, ["Scalar", "Scalar", "Scalar", ""]
+    plain = cost("aten::_scaled_dot_product_flash_attention", qkv + [[]] * 4, [BF16] * 3 + scalars,
+                 [None] * 3 + [0.0, True, False, None])
+    quantized = cost("aten::_scaled_dot_product_flash_attention", qkv + [[]] * 7, [BF16] * 3 + [""] * 3 + scalars,
+                     [None] * 6 + [0.0, True, False, None])
+    not_causal = cost("aten::_scaled_dot_product_flash_attention", qkv + [[]] * 4, [BF16] * 3 + scalars,
+                      [None] * 3 + [0.0, False, False, None])
+    assert quantized.flops == plain.flops < 0.6 * not_causal.flops
+
+
+def test_an_overload_is_chosen_by_the_kinds_of_its_arguments():
+    """sum(self, dtype) reduces everything; sum(self, dim, keepdim, dtype) the dims it names: by
+    position both read their second argument, by name only the second is a dim."""
+    everything = cost("aten::sum", [[8, 32], []], [F32, "Scalar"], [None, 6])
+    rows = cost("aten::sum", [[8, 32], [], [], []], [F32, "ScalarList", "Scalar", ""], [None, [1], False, None])
+    assert everything.bytes_written == 4 and rows.bytes_written == 8 * 4

@@ -1,8 +1,9 @@
-"""What a cost rule reads and returns: the operator call as recorded (OpCall), its arguments by
-position (_Args, Tensor), and the Cost."""
+"""What a cost rule reads and returns: the operator call as recorded (OpCall), its arguments by their
+schema names (_Args, Tensor), and the Cost."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -106,8 +107,55 @@ def precision_of(dtype: str) -> str:
     return DTYPES.get(dtype, (4, "fp32"))[1]
 
 
+# Note [Arguments by name]
+# A recording lists an operator's arguments by position, as its schema orders them. A rule reads them by
+# the schema's names (args.tensor("weight"), args.value("stride")): argument_names finds the overload of
+# aten::<name> whose arguments the recorded ones fit (a tensor where the schema has a Tensor, a list of
+# tensors where it has Tensor[], a value where it has none), so an argument a PyTorch release adds, or
+# an overload that puts one in front (_scaled_dot_product_flash_attention.quantized), moves nothing. A
+# name the call's schema does not have reads as absent (None, the default, []). Positions still work for
+# what has no fixed name: every argument of an elementwise operator, a compiled kernel's buffers.
+
+
+def _kind_of(dtype: str) -> str:
+    if dtype in DTYPES:
+        return "tensor"
+    return {"TensorList": "tensors", "Scalar": "value", "ScalarList": "values"}.get(dtype, "absent")
+
+
+def _fits(kind: str, schema_type: str) -> bool:
+    takes_tensors = "Tensor" in schema_type
+    listed = schema_type.startswith(("List[", "Optional[List[")) or schema_type.endswith("[]")
+    wanted = {"tensor": (True, False), "tensors": (True, True), "value": (False, False), "values": (False, True)}
+    return kind not in wanted or wanted[kind] == (takes_tensors, listed)  # "absent": None, a string, a device
+
+
+@functools.lru_cache(maxsize=4096)
+def argument_names(name: str, kinds: tuple[str, ...]) -> dict[str, int]:
+    """The schema's argument names of a recorded call of aten::<name> with arguments of these kinds,
+    by position: the first overload they fit exactly, else the first they fit as a prefix of (a call
+    written with its trailing defaults left out). Empty for an operator that is not aten's."""
+    import torch  # here: a rule's module stays importable without it, for reading costs of recordings
+
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return {}
+    schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    def fit(schema) -> bool:
+        arguments = schema.arguments[:len(kinds)]
+        return len(arguments) == len(kinds) and all(
+            _fits(kind, str(argument.type)) for kind, argument in zip(kinds, arguments, strict=True))
+
+    fitting = [schema for schema in schemas if fit(schema)]
+    fitting.sort(key=lambda schema: len(schema.arguments) != len(kinds))
+    return {argument.name: index for index, argument in enumerate(fitting[0].arguments)} if fitting else {}
+
+
+Key = int | str  # an argument's schema name, or its position
+
+
 class _Args:
-    """Positional view of a call: tensor or list of tensors or value at each argument position."""
+    """A recorded call's arguments, by schema name (Note [Arguments by name]) or position."""
 
     def __init__(self, call: OpCall):
         self.name = call.name.removeprefix("aten::")
@@ -116,18 +164,26 @@ class _Args:
         self.values = list(call.concrete_inputs) + [None] * (len(self.shapes) - len(call.concrete_inputs))
         plain = [dtype for dtype in self.dtypes if dtype in DTYPES]
         self.list_dtype = plain[0] if plain else TENSOR_LIST_DTYPE
+        self._names = argument_names(self.name, tuple(_kind_of(dtype) for dtype in self.dtypes))
 
     def __len__(self) -> int:
         return len(self.shapes)
 
-    def tensor(self, index: int) -> Tensor | None:
-        if index < len(self.dtypes) and self.dtypes[index] in DTYPES:
+    def position(self, key: Key) -> int | None:
+        """Where an argument is in the call; None if the call's schema has no such name."""
+        index = key if isinstance(key, int) else self._names.get(key)
+        return index if index is not None and index < len(self.shapes) else None
+
+    def tensor(self, key: Key) -> Tensor | None:
+        index = self.position(key)
+        if index is not None and self.dtypes[index] in DTYPES:
             return Tensor(tuple(self.shapes[index]), self.dtypes[index])
         return None
 
-    def tensor_list(self, index: int) -> list[Tensor]:
+    def tensor_list(self, key: Key) -> list[Tensor]:
         """A TensorList (or a list of optional tensors, recorded with dtype "") given as a list of shapes."""
-        if index >= len(self.dtypes) or self.dtypes[index] not in ("TensorList", ""):
+        index = self.position(key)
+        if index is None or self.dtypes[index] not in ("TensorList", ""):
             return []
         shapes = self.shapes[index]
         if not all(isinstance(shape, list | tuple) for shape in shapes):
@@ -142,8 +198,9 @@ class _Args:
             found.extend([single] if single else self.tensor_list(index))
         return found
 
-    def value(self, index: int, default=None):
-        value = self.values[index] if index < len(self.values) else None
+    def value(self, key: Key, default=None):
+        index = self.position(key)
+        value = self.values[index] if index is not None and index < len(self.values) else None
         return default if value in (None, "") else value
 
 

@@ -15,7 +15,7 @@ from .registry import rule, rule_for_prefix, rule_otherwise
 @rule("embedding")
 def _embedding(name: str, args: _Args) -> Cost:
     """embedding(weight [V, D], indices): read the indices and the rows they pick, write those rows."""
-    weight, indices = args.tensor(0), args.tensor(1)
+    weight, indices = args.tensor("weight"), args.tensor("indices")
     rows = indices.numel * weight.shape[-1] * element_size(weight.dtype)
     return _cost("index", 0, indices.nbytes + rows, rows, weight)
 
@@ -24,8 +24,8 @@ def _embedding(name: str, args: _Args) -> Cost:
 def _embedding_backward(name: str, args: _Args) -> Cost:
     """embedding_dense_backward(grad [..., D], indices, num_weights, ...): zero a [V, D] gradient,
     then add each grad row into the row its index names."""
-    grad, indices = args.tensor(0), args.tensor(1)
-    num_weights = args.value(2, 0)
+    grad, indices = args.tensor("grad_output") or args.tensor("grad"), args.tensor("indices")
+    num_weights = args.value("num_weights", 0)
     table = num_weights * grad.shape[-1] * element_size(grad.dtype)
     return _cost("index", grad.numel, grad.nbytes + indices.nbytes + grad.nbytes, table + grad.nbytes, grad)
 
@@ -33,8 +33,8 @@ def _embedding_backward(name: str, args: _Args) -> Cost:
 @rule("index_select")
 def _index_select(name: str, args: _Args) -> Cost:
     """index_select(self, dim, index [n]): the result is self with size n along dim."""
-    source, index = args.tensor(0), args.tensor(2)
-    dim = args.value(1, 0) % max(1, len(source.shape))
+    source, index = args.tensor("self"), args.tensor("index")
+    dim = args.value("dim", 0) % max(1, len(source.shape))
     picked = source.numel // max(1, source.shape[dim] if source.shape else 1) * index.numel
     picked_bytes = picked * element_size(source.dtype)
     return _cost("index", 0, index.nbytes + picked_bytes, picked_bytes, source)
@@ -43,7 +43,7 @@ def _index_select(name: str, args: _Args) -> Cost:
 @rule("gather")
 def _gather(name: str, args: _Args) -> Cost:
     """gather(self, dim, index): the result has the index's shape."""
-    source, index = args.tensor(0), args.tensor(2)
+    source, index = args.tensor("self"), args.tensor("index")
     picked_bytes = index.numel * element_size(source.dtype)
     return _cost("index", 0, index.nbytes + picked_bytes, picked_bytes, source)
 
@@ -52,7 +52,7 @@ def _gather(name: str, args: _Args) -> Cost:
 def _scatter(name: str, args: _Args) -> Cost:
     """scatter, scatter_add, scatter_reduce (self, dim, index, src|value, ...): each index position
     writes one element (reading it first when it accumulates); out-of-place also copies self."""
-    target, index, source = args.tensor(0), args.tensor(2), args.tensor(3)
+    target, index, source = args.tensor("self"), args.tensor("index"), args.tensor("src")
     touched = index.numel * element_size(target.dtype)
     accumulates = "add" in name or "reduce" in name
     read = index.nbytes + (touched if source is not None else 0) + (touched if accumulates else 0)
@@ -65,8 +65,8 @@ def _scatter(name: str, args: _Args) -> Cost:
 @rule("index", "_unsafe_index")
 def _index(name: str, args: _Args) -> Cost:
     """index(self, indices): the result is the broadcast index shape followed by the unindexed dims."""
-    source = args.tensor(0)
-    indices = args.tensor_list(1) or ([args.tensor(1)] if args.tensor(1) else [])
+    source = args.tensor("self")
+    indices = args.tensor_list("indices") or ([args.tensor("indices")] if args.tensor("indices") else [])
     if not indices:  # indices not recorded (flat profiler events): price like a copy of self
         return _cost("index", 0, source.nbytes, source.nbytes, source, known=False)
     index_shape = broadcast(*(index.shape for index in indices))
@@ -78,9 +78,9 @@ def _index(name: str, args: _Args) -> Cost:
 @rule("index_put", "_index_put_impl")
 def _index_put(name: str, args: _Args) -> Cost:
     """index_put_, _index_put_impl_ (self, indices, values, accumulate): each value lands on one place."""
-    target, values = args.tensor(0), args.tensor(2)
-    indices = args.tensor_list(1)
-    accumulate = bool(args.value(3))
+    target, values = args.tensor("self"), args.tensor("values")
+    indices = args.tensor_list("indices")
+    accumulate = bool(args.value("accumulate"))
     read = _bytes(indices) + values.nbytes + (values.nbytes if accumulate else 0)
     written = values.nbytes
     if not name.endswith("_"):
@@ -91,7 +91,7 @@ def _index_put(name: str, args: _Args) -> Cost:
 @rule("index_add")
 def _index_add(name: str, args: _Args) -> Cost:
     """index_add(self, dim, index, source, alpha): source rows added into the rows index names."""
-    target, index, source = args.tensor(0), args.tensor(2), args.tensor(3)
+    target, index, source = args.tensor("self"), args.tensor("index"), args.tensor("source")
     read, written = index.nbytes + 2 * source.nbytes, source.nbytes  # source, and the rows it lands on
     if not name.endswith("_"):
         read, written = read + target.nbytes, written + target.nbytes
@@ -100,15 +100,15 @@ def _index_add(name: str, args: _Args) -> Cost:
 
 # ------------------------------------------------------------------------------------------ pooling
 
-def _pool_output(source: Tensor, args: _Args, kernel_at: int) -> tuple[tuple[int, ...], int]:
+def _pool_output(source: Tensor, args: _Args) -> tuple[tuple[int, ...], int]:
     """Output shape and window size of max_pool2d / avg_pool2d (self, kernel_size, stride, padding,
     [dilation,] ceil_mode ...): PyTorch's formula, stride defaulting to the kernel."""
     spatial = len(source.shape) - 2 if len(source.shape) == 4 else len(source.shape) - 1
-    kernel = _per_dim(args.value(kernel_at), spatial, 1)
-    stride = _per_dim(args.value(kernel_at + 1) or list(kernel), spatial, 1)
-    padding = _per_dim(args.value(kernel_at + 2), spatial, 0)
-    dilation = _per_dim(args.value(kernel_at + 3), spatial, 1) if "max" in args.name else (1,) * spatial
-    ceil = bool(args.value(kernel_at + 4 if "max" in args.name else kernel_at + 3))
+    kernel = _per_dim(args.value("kernel_size"), spatial, 1)
+    stride = _per_dim(args.value("stride") or list(kernel), spatial, 1)
+    padding = _per_dim(args.value("padding"), spatial, 0)
+    dilation = _per_dim(args.value("dilation"), spatial, 1)  # average pooling has none
+    ceil = bool(args.value("ceil_mode"))
     rounding = math.ceil if ceil else math.floor
     out = tuple(rounding((size + 2 * p - d * (k - 1) - 1) / st) + 1 for size, k, st, p, d in
                 zip(source.shape[-spatial:], kernel, stride, padding, dilation, strict=True))
@@ -119,8 +119,8 @@ def _pool_output(source: Tensor, args: _Args, kernel_at: int) -> tuple[tuple[int
 def _pool(name: str, args: _Args) -> Cost:
     """max_pool2d_with_indices / avg_pool2d: read the input once, one comparison or addition per window
     element; write the output (and max pooling's int64 indices)."""
-    source = args.tensor(0)
-    shape, window = _pool_output(source, args, 1)
+    source = args.tensor("self")
+    shape, window = _pool_output(source, args)
     out = Tensor(shape, source.dtype)
     written = out.nbytes + (out.numel * element_size("long int") if "max" in name else 0)
     return _cost("reduction", out.numel * window, source.nbytes, written, source)
@@ -130,8 +130,8 @@ def _pool(name: str, args: _Args) -> Cost:
 def _pool_backward(name: str, args: _Args) -> Cost:
     """max_pool2d_with_indices_backward (grad_output, self, ..., indices) / avg_pool2d_backward
     (grad_output, self, ...): write a gradient of self's size, reading grad_output (and the indices)."""
-    grad, source = args.tensor(0), args.tensor(1)
-    indices = args.tensor(len(args) - 1) if "max" in name else None
+    grad, source = args.tensor("grad_output"), args.tensor("self")
+    indices = args.tensor("indices")
     read = grad.nbytes + (indices.nbytes if indices is not None else 0)
     return _cost("reduction", grad.numel, read, source.numel * element_size(grad.dtype), grad)
 
@@ -139,8 +139,8 @@ def _pool_backward(name: str, args: _Args) -> Cost:
 @rule("_adaptive_avg_pool2d", "adaptive_avg_pool2d")
 def _adaptive_average(name: str, args: _Args) -> Cost:
     """_adaptive_avg_pool2d (self, output_size): each output the mean of its window of the input."""
-    source = args.tensor(0)
-    size = list(args.value(1, [1, 1]))
+    source = args.tensor("self")
+    size = list(args.value("output_size", [1, 1]))
     out = Tensor((*source.shape[: len(source.shape) - len(size)], *size), source.dtype)
     return _cost("reduction", source.numel, source.nbytes, out.nbytes, source)
 
@@ -148,7 +148,7 @@ def _adaptive_average(name: str, args: _Args) -> Cost:
 @rule("_adaptive_avg_pool2d_backward")
 def _adaptive_average_backward(name: str, args: _Args) -> Cost:
     """_adaptive_avg_pool2d_backward (grad_output, self): spread each gradient over its window."""
-    grad, source = args.tensor(0), args.tensor(1)
+    grad, source = args.tensor("grad_output"), args.tensor("self")
     return _cost("reduction", source.numel, grad.nbytes, source.numel * element_size(grad.dtype), grad)
 
 
@@ -157,7 +157,7 @@ def _adaptive_average_backward(name: str, args: _Args) -> Cost:
 @rule("copy")
 def _copy(name: str, args: _Args) -> Cost:
     """copy_(self, src): read src in its dtype, write self in its own."""
-    target, source = args.tensor(0), args.tensor(1)
+    target, source = args.tensor("self"), args.tensor("src")
     return _cost("copy", 0, source.nbytes, target.nbytes, source)
 
 
@@ -166,8 +166,8 @@ def _to_copy(name: str, args: _Args) -> Cost:
     """_to_copy / to / type_as (self, dtype or other, ...): a cast, or a plain copy when no dtype is given.
     `to` and `type_as` into the tensor's own dtype return self and run nothing (a change of device shows
     up as their _to_copy and copy_ children)."""
-    source, other = args.tensor(0), args.tensor(1)
-    dtype = SCALAR_TYPES.get(args.value(1), source.dtype) if args.dtypes[1:2] == ["Scalar"] else source.dtype
+    source, other = args.tensor("self"), args.tensor("other")
+    dtype = SCALAR_TYPES.get(args.value("dtype"), source.dtype)
     if name == "type_as" and other is not None:
         dtype = other.dtype
     if name in ("to", "type_as") and dtype == source.dtype:
@@ -178,14 +178,14 @@ def _to_copy(name: str, args: _Args) -> Cost:
 @rule("_copy_from", "_copy_from_and_resize")
 def _copy_from(name: str, args: _Args) -> Cost:
     """_copy_from(self, dst, non_blocking): copy_ as a backend implements it, source first."""
-    source, target = args.tensor(0), args.tensor(1)
+    source, target = args.tensor("self"), args.tensor("dst")
     return _cost("copy", 0, source.nbytes, target.nbytes, source)
 
 
 @rule("cat")
 def _cat(name: str, args: _Args) -> Cost:
     """cat(tensors, dim): read every tensor once, write them side by side."""
-    parts = args.tensor_list(0)
+    parts = args.tensor_list("tensors")
     if not parts:
         return _default(name, args)
     return _cost("copy", 0, _bytes(parts), _bytes(parts), parts[0])
@@ -195,12 +195,9 @@ def _cat(name: str, args: _Args) -> Cost:
 def _arange(name: str, args: _Args) -> Cost:
     """arange(end) / arange(start, end[, step]) ...: write one element per step; the dtype follows the
     bounds (int64 unless one is a float)."""
-    numbers = [args.value(index) for index in range(len(args)) if args.dtypes[index] == "Scalar"]
-    bounds = [number for number in numbers[:3] if isinstance(number, int | float) and not isinstance(number, bool)]
-    if not bounds:
+    bounds = start, end, step = args.value("start", 0), args.value("end"), args.value("step", 1)
+    if not all(isinstance(number, int | float) and not isinstance(number, bool) for number in bounds):
         return _default(name, args)
-    start, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if
-                                                                   len(bounds) > 2 else 1)
     count = max(0, math.ceil((end - start) / step)) if step else 0
     dtype = "float" if any(isinstance(b, float) for b in bounds) else "long int"
     written = Tensor((count,), dtype)
@@ -211,9 +208,9 @@ def _arange(name: str, args: _Args) -> Cost:
 def _nll_loss(name: str, args: _Args) -> Cost:
     """nll_loss_forward(self, target, weight, reduction, ignore_index): read one score per row and the
     targets; write the loss (per row without reduction) and the total weight."""
-    scores, target = args.tensor(0), args.tensor(1)
+    scores, target = args.tensor("self"), args.tensor("target")
     rows = target.numel if target else 1
-    written = (rows if args.value(3) == 0 else 1) * element_size(scores.dtype) + element_size(scores.dtype)
+    written = (rows if args.value("reduction") == 0 else 1) * element_size(scores.dtype) + element_size(scores.dtype)
     return _cost("reduction", rows, rows * element_size(scores.dtype) + (target.nbytes if target else 0), written,
                  scores)
 
@@ -222,21 +219,21 @@ def _nll_loss(name: str, args: _Args) -> Cost:
 def _nll_loss_backward(name: str, args: _Args) -> Cost:
     """nll_loss_backward(grad_output, self, target, ...): write a gradient of self's size (zeros, and one
     element per row), read the targets."""
-    scores, target = args.tensor(1), args.tensor(2)
+    scores, target = args.tensor("self"), args.tensor("target")
     return _cost("elementwise", scores.numel, target.nbytes if target else 0, scores.nbytes, scores)
 
 
 @rule("clone", "contiguous")
 def _clone(name: str, args: _Args) -> Cost:
     """clone, contiguous (self): read and write the tensor once."""
-    source = args.tensor(0)
+    source = args.tensor("self")
     return _cost("copy", 0, source.nbytes, source.nbytes, source)
 
 
 @rule("item", "_local_scalar_dense")
 def _scalar_read(name: str, args: _Args) -> Cost:
     """item / _local_scalar_dense: one element read back to the host."""
-    source = args.tensor(0)
+    source = args.tensor("self")
     return _cost("copy", 0, element_size(source.dtype), 0, source)
 
 
@@ -268,8 +265,9 @@ def _fused_adam(name: str, args: _Args) -> Cost:
     """_fused_adam_ / _fused_adamw_ (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
     lr, beta1, beta2, weight_decay, eps, amsgrad, ...): reads params, grads and both moments (and the
     running maxima with amsgrad); writes params and the moments."""
-    params, grads, averages, squares, maxima = (args.tensor_list(index) for index in range(5))
-    amsgrad = bool(args.value(11))
+    params, grads, averages, squares, maxima = (args.tensor_list(name) for name in
+                                                ("self", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"))
+    amsgrad = bool(args.value("amsgrad"))
     state = [params, averages, squares] + ([maxima] if amsgrad else [])
     read = sum(_bytes(tensors) for tensors in state) + _bytes(grads)
     written = sum(_bytes(tensors) for tensors in state)
@@ -281,8 +279,8 @@ def _fused_adam(name: str, args: _Args) -> Cost:
 def _fused_sgd(name: str, args: _Args) -> Cost:
     """_fused_sgd_ (params, grads, momentum_buffers, weight_decay, momentum, lr, ...): with momentum
     the buffers are read and written too."""
-    params, grads, buffers = (args.tensor_list(index) for index in range(3))
-    momentum = bool(args.value(4))
+    params, grads, buffers = (args.tensor_list(name) for name in ("self", "grads", "momentum_buffer_list"))
+    momentum = bool(args.value("momentum"))
     state = [params] + ([buffers] if momentum else [])
     read = sum(_bytes(tensors) for tensors in state) + _bytes(grads)
     flops = (SGD_FLOPS_PER_PARAMETER if momentum else 2) * sum(tensor.numel for tensor in params)

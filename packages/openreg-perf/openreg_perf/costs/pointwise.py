@@ -57,15 +57,14 @@ def _elementwise(name: str, args: _Args) -> Cost:
 def _write_only(name: str, args: _Args) -> Cost:
     """fill_, zero_, normal_, random_, zeros_like ... write their tensor; zeros, ones, full, randn,
     randint ... write a new one of the size list they are given, in the dtype that follows it."""
-    target = args.tensor(0)
+    target = args.tensor("self")
     if target is not None:
         return _cost("elementwise", 0, 0, target.nbytes, target)
-    size_at = args.dtypes.index("ScalarList") if "ScalarList" in args.dtypes else None
-    if size_at is None:
+    size = args.value("size")
+    if size is None:
         return _cost("elementwise", 0, 0, 0, None, known=False)
-    dtype_at = size_at + (2 if name.startswith("full") else 1)  # full(size, fill_value, dtype, ...)
-    dtype = SCALAR_TYPES.get(args.value(dtype_at), "float")
-    written = Tensor(tuple(args.value(size_at, [])), dtype)
+    dtype = SCALAR_TYPES.get(args.value("dtype"), "float")
+    written = Tensor(tuple(size), dtype)
     return _cost("elementwise", 0, 0, written.nbytes, written)
 
 
@@ -74,7 +73,6 @@ def _write_only(name: str, args: _Args) -> Cost:
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean",
                "norm", "linalg_vector_norm", "argmax", "argmin", "logsumexp", "all", "any", "count_nonzero",
                "nansum", "aminmax"}
-_DIM_AT = {"norm": 2, "linalg_vector_norm": 2}
 _REDUCTION_FLOPS = {"var": 3, "std": 3, "var_mean": 3, "std_mean": 3, "norm": 2, "linalg_vector_norm": 2,
                     "logsumexp": 3}
 _INDEX_RESULT = {"argmax", "argmin"}
@@ -83,10 +81,10 @@ _INDEX_RESULT = {"argmax", "argmin"}
 @rule(*_REDUCTIONS)
 def _reduction(name: str, args: _Args) -> Cost:
     """Reads the input once, writes one element per kept position; no dim (or []) reduces everything."""
-    if name in ("max", "min", "maximum", "minimum") and args.tensor(1) is not None:
+    if name in ("max", "min", "maximum", "minimum") and args.tensor("other") is not None:
         return _elementwise(name, args)  # max(a, b) is elementwise
-    source = args.tensor(0)
-    dims = args.value(_DIM_AT.get(name, 1))
+    source = args.tensor("self")
+    dims = args.value("dim")
     out_numel = source.numel // max(1, _reduced_numel(source.shape, dims))
     out_dtype = "long int" if name in _INDEX_RESULT else "bool" if name in ("all", "any") else source.dtype
     written = out_numel * element_size(out_dtype)
@@ -108,7 +106,7 @@ def _reduced_numel(shape: Sequence[int], dims) -> int:
 @rule("cumsum", "cumprod")
 def _scan(name: str, args: _Args) -> Cost:
     """cumsum, cumprod: read the input once, write a result of the same size."""
-    source = args.tensor(0)
+    source = args.tensor("self")
     return _cost("reduction", source.numel, source.nbytes, source.nbytes, source)
 
 
@@ -125,8 +123,8 @@ SOFTMAX_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, sum, divide
 @rule("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax")
 def _softmax(name: str, args: _Args) -> Cost:
     """softmax, _softmax, log_softmax, _log_softmax, _safe_softmax (input, dim, ...)."""
-    source = args.tensor(0)
-    row = source.shape[args.value(1, -1) % len(source.shape)] if source.shape else 1
+    source = args.tensor("self")
+    row = source.shape[args.value("dim", -1) % len(source.shape)] if source.shape else 1
     passes = SOFTMAX_LONG_ROW_PASSES if row * element_size(source.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source,
                  transcendentals=source.numel, role="softmax", rows=source.numel // max(row, 1))  # one exp per element
@@ -137,8 +135,8 @@ def _softmax(name: str, args: _Args) -> Cost:
 def _softmax_backward(name: str, args: _Args) -> Cost:
     """_softmax_backward_data / _log_softmax_backward_data (grad_output, output, dim, input_dtype):
     a row sum of grad*output, then the gradient; long rows read both inputs twice."""
-    grad, output = args.tensor(0), args.tensor(1)
-    row = grad.shape[args.value(2, -1) % len(grad.shape)] if grad.shape else 1
+    grad, output = args.tensor("grad_output"), args.tensor("output")
+    row = grad.shape[args.value("dim", -1) % len(grad.shape)] if grad.shape else 1
     passes = 2 if row * element_size(grad.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", 4 * grad.numel, passes * _bytes([grad, output]), grad.nbytes, grad,
                  rows=grad.numel // max(row, 1))
@@ -146,66 +144,57 @@ def _softmax_backward(name: str, args: _Args) -> Cost:
 
 NORM_FLOPS_PER_ELEMENT = 8  # mean, variance, normalise, scale and shift
 NORM_BACKWARD_FLOPS_PER_ELEMENT = 12
-# name -> (index of weight, index of bias or None, index of `training` or None, statistics per ...).
-# Layer and RMS norm keep a row on chip and read the input once; batch norm in training and group norm
-# reduce across rows in one kernel and normalise in a second, reading it twice.
-_NORM_ARGS = {
-    "native_layer_norm": (2, 3, None, "row"),
-    "layer_norm": (2, 3, None, "row"),
-    "_fused_rms_norm": (2, None, None, "row"),
-    "rms_norm": (2, None, None, "row"),
-    "native_batch_norm": (1, 2, 5, "channel"),
-    "_native_batch_norm_legit": (1, 2, 5, "channel"),
-    "batch_norm": (1, 2, 5, "channel"),
-    "native_group_norm": (1, 2, None, "group"),
-    "group_norm": (2, 3, None, "group"),
-}
+# name -> what its statistics are kept per. Layer and RMS norm keep a row on chip and read the input
+# once; batch norm in training and group norm reduce across rows in one kernel and normalise in a
+# second, reading it twice.
+_NORMS = {"native_layer_norm": "row", "layer_norm": "row", "_fused_rms_norm": "row", "rms_norm": "row",
+          "native_batch_norm": "channel", "_native_batch_norm_legit": "channel", "batch_norm": "channel",
+          "native_group_norm": "group", "group_norm": "group"}
 
 
-@rule(*_NORM_ARGS)
+@rule(*_NORMS)
 def _norm(name: str, args: _Args) -> Cost:
     """Forward norms: read the input (once per pass) and the affine parameters, write the output and an
     FP32 mean and inverse deviation per normalised row, channel or group."""
-    weight_at, bias_at, training_at, per = _NORM_ARGS[name]
-    source = args.tensor(0)
-    two_passes = per == "group" or (training_at is not None and bool(args.value(training_at)))
-    params = [args.tensor(weight_at), args.tensor(bias_at) if bias_at is not None else None]
+    per = _NORMS[name]
+    source = args.tensor("input")
+    two_passes = per == "group" or bool(args.value("training"))
+    params = [args.tensor("weight"), args.tensor("bias")]
     read = (2 if two_passes else 1) * source.nbytes + _bytes(params)
     statistics = _statistics_count(name, args, source)
     written = source.nbytes + 2 * statistics * 4
-    rows = statistics if _NORM_ARGS[name][3] == "row" else 0
+    rows = statistics if per == "row" else 0
     return _cost("norm", NORM_FLOPS_PER_ELEMENT * source.numel, read, written, source, rows=rows)
 
 
 def _statistics_count(name: str, args: _Args, source: Tensor) -> int:
-    per = _NORM_ARGS[name][3]
+    per = _NORMS[name]
     if per == "channel":
         return source.shape[1] if len(source.shape) > 1 else 1
     if per == "group":
-        groups = args.value(6) if name == "native_group_norm" else args.value(1, 1)
-        return source.shape[0] * groups
-    normalized = args.value(1, list(source.shape[-1:]))
+        return source.shape[0] * (args.value("group") or args.value("num_groups", 1))
+    normalized = args.value("normalized_shape", list(source.shape[-1:]))
     return source.numel // max(1, math.prod(normalized))
 
 
-# name -> (passes over grad_output and input, index of weight, number of parameter gradients).
-_NORM_BACKWARD_ARGS = {
-    "native_layer_norm_backward": (1, 5, 2),
-    "_fused_rms_norm_backward": (1, 4, 1),
-    "native_batch_norm_backward": (2, 2, 2),
-    "native_group_norm_backward": (2, 4, 2),
+# name -> (passes over grad_output and input, number of parameter gradients).
+_NORM_BACKWARDS = {
+    "native_layer_norm_backward": (1, 2),
+    "_fused_rms_norm_backward": (1, 1),
+    "native_batch_norm_backward": (2, 2),
+    "native_group_norm_backward": (2, 2),
 }
 
 
-@rule(*_NORM_BACKWARD_ARGS)
+@rule(*_NORM_BACKWARDS)
 def _norm_backward(name: str, args: _Args) -> Cost:
     """Backward norms: read grad_output and input (twice for batch and group norm: a reduction, then
     the gradient) and the saved statistics; write grad_input and the parameter gradients the
     output_mask asks for (each the weight's size)."""
-    passes, weight_at, param_grads = _NORM_BACKWARD_ARGS[name]
-    grad, source, weight = args.tensor(0), args.tensor(1), args.tensor(weight_at)
+    passes, param_grads = _NORM_BACKWARDS[name]
+    grad, source, weight = args.tensor("grad_out"), args.tensor("input"), args.tensor("weight")
     saved = [tensor for tensor in args.tensors()[2:]]
-    mask = args.value(len(args) - 1, [True] * (1 + param_grads))
+    mask = args.value("output_mask", [True] * (1 + param_grads))
     weight_bytes = weight.nbytes if weight is not None else 0
     written = (source.nbytes if mask[0] else 0) + weight_bytes * sum(bool(flag) for flag in mask[1:])
     read = passes * (grad.nbytes + source.nbytes) + _bytes(saved)

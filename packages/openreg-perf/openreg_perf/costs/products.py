@@ -11,17 +11,19 @@ from .registry import register, rule
 
 # ----------------------------------------------------------------------------------- matrix products
 
-def _matmul_rule(bias_at: int | None, left_at: int, right_at: int):
-    """mm, bmm, addmm, baddbmm, mv, addmv, dot, matmul, linear: [..., m, k] @ [..., k, n] (+ bias)."""
+def _matmul_rule(bias: str | None, left: str, right: str):
+    """mm, bmm, addmm, baddbmm, mv, addmv, dot, matmul, linear: [..., m, k] @ [..., k, n] (+ bias), the
+    arguments by their schema names."""
+    left_name, right_name, bias_name = left, right, bias
 
     def rule(name: str, args: _Args) -> Cost:
-        left, right = args.tensor(left_at), args.tensor(right_at)
+        left, right = args.tensor(left_name), args.tensor(right_name)
         if name == "linear":  # weight is [n, k]
             right = Tensor(tuple(reversed(right.shape)), right.dtype)
         batch_shape, m, k, n = _matrix_dims(left.shape, right.shape)
         batch = math.prod(batch_shape)
         out_numel = batch * m * n
-        bias = args.tensor(bias_at) if bias_at is not None else None
+        bias = args.tensor(bias_name) if bias_name is not None else None
         flops = 2 * batch * m * n * k + (out_numel if bias else 0)
         written = out_numel * element_size(left.dtype)
         return _cost("matmul", flops, _bytes([left, right, bias]), written, left, MatrixShape(batch, m, n, k))
@@ -29,9 +31,13 @@ def _matmul_rule(bias_at: int | None, left_at: int, right_at: int):
     return rule
 
 
-register(["mm", "bmm", "matmul", "dot", "vdot", "mv"], _matmul_rule(None, 0, 1))
-register(["addmm", "baddbmm", "addmv"], _matmul_rule(0, 1, 2))
-register(["linear"], _matmul_rule(2, 0, 1))
+register(["mm", "bmm"], _matmul_rule(None, "self", "mat2"))
+register(["matmul", "dot", "vdot"], _matmul_rule(None, "self", "other"))
+register(["mv"], _matmul_rule(None, "self", "vec"))
+register(["addmm"], _matmul_rule("self", "mat1", "mat2"))
+register(["baddbmm"], _matmul_rule("self", "batch1", "batch2"))
+register(["addmv"], _matmul_rule("self", "mat", "vec"))
+register(["linear"], _matmul_rule("bias", "input", "weight"))
 
 
 def _matrix_dims(left: Sequence[int], right: Sequence[int]):
@@ -44,24 +50,16 @@ def _matrix_dims(left: Sequence[int], right: Sequence[int]):
 @rule("_scaled_mm")
 def _scaled_mm(name: str, args: _Args) -> Cost:
     """_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, ...): an FP8 product."""
-    left, right = args.tensor(0), args.tensor(1)
+    left, right = args.tensor("self"), args.tensor("mat2")
     m, k, n = left.shape[0], left.shape[1], right.shape[1]
-    out_dtype = SCALAR_TYPES.get(args.value(6), "c10::BFloat16")
-    read = _bytes([left, right, args.tensor(2), args.tensor(3), args.tensor(4)])
+    out_dtype = SCALAR_TYPES.get(args.value("out_dtype"), "c10::BFloat16")
+    read = _bytes([left, right, args.tensor("scale_a"), args.tensor("scale_b"), args.tensor("bias")])
     return _cost("matmul", 2 * m * n * k, read, m * n * element_size(out_dtype), left, MatrixShape(1, m, n, k))
 
 
 # -------------------------------------------------------------------------------------- convolution
 
-# Argument positions of stride, padding, dilation, transposed, output_padding, groups (None: absent).
-_CONV_ARGS = {
-    "convolution": (3, 4, 5, 6, 7, 8),
-    "_convolution": (3, 4, 5, 6, 7, 8),
-    "convolution_overrideable": (3, 4, 5, 6, 7, 8),
-    "conv1d": (3, 4, 5, None, None, 6),
-    "conv2d": (3, 4, 5, None, None, 6),
-    "conv3d": (3, 4, 5, None, None, 6),
-}
+CONVOLUTIONS = ("convolution", "_convolution", "convolution_overrideable", "conv1d", "conv2d", "conv3d")
 
 
 @dataclass(frozen=True)
@@ -119,11 +117,11 @@ def _per_dim(value, spatial: int, default: int) -> tuple[int, ...]:
     return tuple(values) * spatial if len(values) == 1 else tuple(values)
 
 
-def _conv_values(name: str, args: _Args, offset: int = 0):
-    positions = _CONV_ARGS[name]
-    stride, padding, dilation, transposed, output_padding, groups = (
-        args.value(position + offset) if position is not None else None for position in positions)
-    return (stride, padding, dilation, output_padding, groups or 1), bool(transposed)
+def _conv_values(args: _Args):
+    """(stride, padding, dilation, output_padding, groups) and transposed, by their schema names (conv2d
+    has no transposed or output_padding)."""
+    values = tuple(args.value(name) for name in ("stride", "padding", "dilation", "output_padding"))
+    return (*values, args.value("groups") or 1), bool(args.value("transposed"))
 
 
 # Note [Which convolutions run as Winograd]
@@ -144,11 +142,11 @@ def _runs_as_winograd(conv: _Conv, values, dtype: str) -> bool:
             and conv.in_channels >= WINOGRAD_MIN_CHANNELS and dtype == "float")
 
 
-@rule(*_CONV_ARGS)
+@rule(*CONVOLUTIONS)
 def _convolution(name: str, args: _Args) -> Cost:
     """conv1d/2d/3d, convolution, _convolution, convolution_overrideable (input, weight, bias, ...)."""
-    source, weight, bias = args.tensor(0), args.tensor(1), args.tensor(2)
-    values, transposed = _conv_values(name, args)
+    source, weight, bias = args.tensor("input"), args.tensor("weight"), args.tensor("bias")
+    values, transposed = _conv_values(args)
     conv = _conv_geometry(source.shape, weight.shape, values, transposed)
     out_numel = math.prod(conv.out_shape)
     flops = conv.flops + (out_numel if bias else 0)
@@ -162,12 +160,10 @@ def _convolution(name: str, args: _Args) -> Cost:
 def _convolution_backward(name: str, args: _Args) -> Cost:
     """convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask): one product per gradient the mask asks for, plus the bias sum."""
-    grad, source, weight = args.tensor(0), args.tensor(1), args.tensor(2)
-    # convolution_backward_overrideable has no bias_sizes argument: everything after weight moves up one.
-    at = 4 if name == "convolution_backward" else 3
-    values = (args.value(at), args.value(at + 1), args.value(at + 2), args.value(at + 4), args.value(at + 5) or 1)
-    conv = _conv_geometry(source.shape, weight.shape, values, bool(args.value(at + 3)))
-    want_input, want_weight, want_bias = args.value(at + 6, [True, True, True])
+    grad, source, weight = args.tensor("grad_output"), args.tensor("input"), args.tensor("weight")
+    values, transposed = _conv_values(args)
+    conv = _conv_geometry(source.shape, weight.shape, values, transposed)
+    want_input, want_weight, want_bias = args.value("output_mask", [True, True, True])
     flops = read = written = 0
     if want_input:  # grad_output (x) weight -> grad_input
         flops, read, written = flops + conv.flops, read + grad.nbytes + weight.nbytes, written + source.nbytes
@@ -183,34 +179,25 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
 
 # ---------------------------------------------------------------------------------------- attention
 
-# Operator -> (index of the query among the arguments, index of is_causal, backward?).
-_ATTENTION = {
-    "scaled_dot_product_attention": (0, 5, False),
-    "_scaled_dot_product_attention_math": (0, 5, False),
-    "_scaled_dot_product_flash_attention": (0, 4, False),
-    "_scaled_dot_product_flash_attention_for_cpu": (0, 4, False),
-    "_scaled_dot_product_efficient_attention": (0, 6, False),
-    "_scaled_dot_product_cudnn_attention": (0, 6, False),
-    "_scaled_dot_product_fused_attention_overrideable": (0, 5, False),  # a PrivateUse1 device's (openreg's)
-    "_scaled_dot_product_flash_attention_backward": (1, 11, True),
-    "_scaled_dot_product_flash_attention_for_cpu_backward": (1, 7, True),
-    "_scaled_dot_product_efficient_attention_backward": (1, 11, True),
-    "_scaled_dot_product_cudnn_attention_backward": (1, 14, True),
-    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 13, True),
-}
+# The fused attention operators, forward and backward (each reads query, key, value and is_causal by name).
+ATTENTION_FORWARD = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                     "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                     "_scaled_dot_product_fused_attention_overrideable")  # the last: a PrivateUse1 device's
+ATTENTION_BACKWARD = tuple(f"{name}_backward" for name in ATTENTION_FORWARD[2:])
 # FlashAttention-2's backward recomputes the scores and runs five products for the forward's two.
 ATTENTION_BACKWARD_FLOPS_RATIO = 2.5
 
 
-@rule(*_ATTENTION)
+@rule(*ATTENTION_FORWARD, *ATTENTION_BACKWARD)
 def _attention(name: str, args: _Args) -> Cost:
     """Query [..., L, E], key [..., S, E], value [..., S, Ev]: 2*L*S*(E+Ev) FLOPs per head, fewer if causal."""
-    query_at, causal_at, backward = _ATTENTION[name]
-    query, key, value = (args.tensor(query_at + offset) for offset in range(3))
+    backward = name in ATTENTION_BACKWARD
+    query, key, value = args.tensor("query"), args.tensor("key"), args.tensor("value")
     heads = math.prod(broadcast(query.shape[:-2], key.shape[:-2]))
     length, depth = query.shape[-2], query.shape[-1]
     source_length, value_depth = key.shape[-2], value.shape[-1]
-    pairs = _attended_pairs(length, source_length, bool(args.value(causal_at)))
+    pairs = _attended_pairs(length, source_length, bool(args.value("is_causal")))
     flops = 2 * heads * pairs * (depth + value_depth)
     out = Tensor((*query.shape[:-1], value_depth), query.dtype)
     logsumexp_bytes = heads * length * 4  # FP32, one per query row
