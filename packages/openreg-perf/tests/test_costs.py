@@ -448,6 +448,13 @@ def test_an_unknown_in_place_operator_writes_its_first_argument():
     check(result, 0, (4 + 16) * 4, 4 * 4, "default", known=False)
 
 
+def test_an_unknown_operator_writes_what_the_recording_says_it_returned():
+    """A recording notes each call's outputs: an operator no rule knows that returns something other
+    than its arguments' shape (a pairwise distance: n x m from n x d and m x d) is priced by them."""
+    call = OpCall("aten::my_pairwise_op", [[64, 8], [32, 8]], [F32, F32], [], [[64, 32]], [F32])
+    check(cost_of(call), 0, (64 + 32) * 8 * 4, 64 * 32 * 4, "default", known=False)
+
+
 # ------------------------------------------------------------------------------- the live profiler
 
 def test_every_event_of_a_profiled_training_step_is_priced():

@@ -92,6 +92,8 @@ def test_a_host_synchronisation_waits_for_the_predicted_work():
     assert wait.end_s == pytest.approx(copy.end_s + run.profile.host.synchronize_s) and copy.start_s >= first_mm.end_s
     second_mm = [item for item in run.timeline.items if item.work.op and item.work.op.name == "aten::mm"][1]
     assert second_mm.start_s >= wait.end_s  # queued after the host resumed
+    # The recording noted what each call returned.
+    assert first_mm.work.op.output_shapes == [[1024, 1024]] and first_mm.work.op.output_dtypes == ["float"]
 
 
 def test_a_region_across_two_devices_keeps_their_streams_apart():

@@ -62,6 +62,20 @@ def test_each_launch_names_its_call_as_the_profiler_describes_it():
     assert cat.shapes[0] == [[3], [3]] and cat.dtypes[0] == "TensorList"
 
 
+def test_each_call_records_what_it_returned():
+    """Outputs are described as arguments are: a tool prices what a call wrote without deriving it."""
+    a, b = torch.randn(4, 6, device="openreg"), torch.randn(6, 5, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        a.mm(b)
+        a.half().max(dim=1)
+        torch.cat([a, a])
+    calls = {call.name: call for call in calls_of(recording)}
+    assert calls["aten::mm"].output_shapes == [[4, 5]] and calls["aten::mm"].output_dtypes == ["float"]
+    assert calls["aten::cat"].output_shapes == [[8, 6]]
+    maximum = calls["aten::max"]
+    assert maximum.output_shapes == [[4], [4]] and maximum.output_dtypes == ["c10::Half", "long int"]
+
+
 def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -46,12 +46,16 @@ class OpCall:
     a list of sizes for a TensorList (the profiler's structured_input_shapes()).
     dtypes: "float", "c10::Half", ... for a tensor; "Scalar", "ScalarList", "TensorList" or "" otherwise.
     concrete_inputs: the value of each scalar or int-list argument, None or "" for tensors.
+    output_shapes, output_dtypes: what the call returned, described the same way; empty where a
+    recording did not note it (a call written by hand, a profiler's trace).
     """
 
     name: str
     shapes: Sequence = ()
     dtypes: Sequence = ()
     concrete_inputs: Sequence = ()
+    output_shapes: Sequence = ()
+    output_dtypes: Sequence = ()
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,8 @@ class _Args:
         plain = [dtype for dtype in self.dtypes if dtype in DTYPES]
         self.list_dtype = plain[0] if plain else TENSOR_LIST_DTYPE
         self._names = argument_names(self.name, tuple(_kind_of(dtype) for dtype in self.dtypes))
+        self.outputs = [Tensor(tuple(shape), dtype) for shape, dtype in zip(call.output_shapes, call.output_dtypes,
+                                                                             strict=True) if dtype in DTYPES]
 
     def __len__(self) -> int:
         return len(self.shapes)

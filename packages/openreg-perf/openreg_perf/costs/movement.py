@@ -336,10 +336,14 @@ def _free(name: str, args: _Args) -> Cost:
 
 @rule_otherwise
 def _default(name: str, args: _Args) -> Cost:
-    """Any other operator: read every tensor argument, write as much as the largest of them (the usual
-    same-shaped result; an in-place op writes its first argument). No FLOPs counted; known=False."""
+    """Any other operator: read every tensor argument, write what it returned where the recording noted
+    it, else as much as the largest argument (the usual same-shaped result; an in-place op writes its
+    first argument). No FLOPs counted; known=False."""
     tensors = args.tensors()
     if not tensors:
-        return _cost("default", 0, 0, 0, None, known=False)
-    written = tensors[0].nbytes if name.endswith("_") else max(tensor.nbytes for tensor in tensors)
+        return _cost("default", 0, 0, _bytes(args.outputs), None, known=False)
+    if args.outputs:
+        written = _bytes(args.outputs)
+    else:
+        written = tensors[0].nbytes if name.endswith("_") else max(tensor.nbytes for tensor in tensors)
     return _cost("default", 0, _bytes(tensors), written, tensors[0], known=False)

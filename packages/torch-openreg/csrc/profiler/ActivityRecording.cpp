@@ -20,8 +20,9 @@ namespace {
 // arguments. For a call that takes an openreg tensor (alone or in a list)
 // or an openreg device, it notes the arguments' shapes, dtypes and scalar
 // values, and pushes the call's id as the runtime's external correlation id
-// (orTracePushExternalCorrelationId) until the call returns: each Launch
-// record names the innermost such call, as a profiler's operator would be.
+// (orTracePushExternalCorrelationId) until the call returns, when it notes
+// what the call returned the same way: each Launch record names the
+// innermost such call, as a profiler's operator would be.
 // Calls that touch no openreg device cost only the callback's test, and
 // nothing keeps a tensor alive: a record holds sizes, not tensors.
 // A multi-tensor operator (_foreach_*) is one call of a real device's library
@@ -78,8 +79,10 @@ RecordedArgument describe(const c10::IValue& value) {
 }
 
 // Marks a call whose id was pushed, so that its end pops it (and, for a
-// multi-tensor call, leaves it).
+// multi-tensor call, leaves it), and finds its record to note the outputs in.
 struct PushedId final : at::ObserverContext {
+  uint64_t id = 0;
+  size_t index = 0;  // of its record in Recording::operators
   bool multiTensor = false;
 };
 
@@ -101,24 +104,33 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
   record.arguments.reserve(inputs.size());
   for (const c10::IValue& input : inputs) record.arguments.push_back(describe(input));
   Recording& state = recording();
-  uint64_t id = 0;
+  auto pushed = std::make_unique<PushedId>();
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     if (!state.active) return nullptr;
-    id = record.id = state.nextId++;
+    pushed->id = record.id = state.nextId++;
+    pushed->index = state.operators.size();
     state.operators.push_back(std::move(record));
   }
-  orTracePushExternalCorrelationId(id);
-  auto pushed = std::make_unique<PushedId>();
+  orTracePushExternalCorrelationId(pushed->id);
   pushed->multiTensor = isMultiTensor(call);
   insideMultiTensorCalls += pushed->multiTensor ? 1 : 0;
   return pushed;
 }
 
-void onOperatorEnd(const at::RecordFunction& /*call*/, at::ObserverContext* pushed) {
-  if (pushed == nullptr) return;
+void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context) {
+  if (context == nullptr) return;
+  auto* pushed = static_cast<PushedId*>(context);
   orTracePopExternalCorrelationId(nullptr);
-  insideMultiTensorCalls -= static_cast<PushedId*>(pushed)->multiTensor ? 1 : 0;
+  insideMultiTensorCalls -= pushed->multiTensor ? 1 : 0;
+  std::vector<RecordedArgument> outputs;
+  for (const c10::IValue& output : call.outputs()) outputs.push_back(describe(output));
+  Recording& state = recording();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  // The recording may have stopped (and another started) while the call ran.
+  if (state.active && pushed->index < state.operators.size() && state.operators[pushed->index].id == pushed->id) {
+    state.operators[pushed->index].outputs = std::move(outputs);
+  }
 }
 
 }  // namespace
@@ -135,6 +147,7 @@ void startActivityRecording() {
   state.active = true;
   state.callback = at::addGlobalCallback(at::RecordFunctionCallback(onOperatorStart, onOperatorEnd)
                                              .needsInputs(true)
+                                             .needsOutputs(true)
                                              .scopes({at::RecordScope::FUNCTION}));
 }
 

@@ -33,6 +33,7 @@ struct OperatorRecord {
   std::string name;  // "aten::addmm", "c10d::allreduce_", ...
   uint64_t startNs = 0;  // orTraceGetTimestamp clock
   std::vector<RecordedArgument> arguments;
+  std::vector<RecordedArgument> outputs;  // what the call returned, described as its arguments are
 };
 
 struct ActivityRecordingResult {

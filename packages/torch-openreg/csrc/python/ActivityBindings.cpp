@@ -28,37 +28,42 @@ py::object scalarValue(const c10::IValue& value) {
   return list;
 }
 
-// (name, shapes, dtypes, concrete inputs), the last three as torch.profiler's
-// record_shapes gives them (structured_input_shapes(), dtypes(),
-// concrete_inputs()).
-py::tuple operatorTuple(const OperatorRecord& record) {
-  py::list shapes, dtypes, values;
-  for (const RecordedArgument& argument : record.arguments) {
-    switch (argument.kind) {
-      case RecordedArgument::kTensor:
-        shapes.append(py::cast(argument.sizes[0]));
-        dtypes.append(std::string(c10::scalarTypeToTypeMeta(argument.dtype).name()));
-        values.append(py::none());
-        break;
-      case RecordedArgument::kTensorList:
-        shapes.append(py::cast(argument.sizes));
-        dtypes.append("TensorList");
-        values.append(py::none());
-        break;
-      case RecordedArgument::kScalar:
-      case RecordedArgument::kScalarList:
-        shapes.append(py::list());
-        dtypes.append(argument.kind == RecordedArgument::kScalar ? "Scalar" : "ScalarList");
-        values.append(scalarValue(argument.value));
-        break;
-      case RecordedArgument::kOther:
-        shapes.append(py::list());
-        dtypes.append("");
-        values.append(py::none());
-        break;
-    }
+// Appends one argument (or output) to the lists torch.profiler's
+// record_shapes gives (structured_input_shapes(), dtypes(), concrete_inputs()).
+void appendArgument(const RecordedArgument& argument, py::list& shapes, py::list& dtypes, py::list& values) {
+  switch (argument.kind) {
+    case RecordedArgument::kTensor:
+      shapes.append(py::cast(argument.sizes[0]));
+      dtypes.append(std::string(c10::scalarTypeToTypeMeta(argument.dtype).name()));
+      values.append(py::none());
+      break;
+    case RecordedArgument::kTensorList:
+      shapes.append(py::cast(argument.sizes));
+      dtypes.append("TensorList");
+      values.append(py::none());
+      break;
+    case RecordedArgument::kScalar:
+    case RecordedArgument::kScalarList:
+      shapes.append(py::list());
+      dtypes.append(argument.kind == RecordedArgument::kScalar ? "Scalar" : "ScalarList");
+      values.append(scalarValue(argument.value));
+      break;
+    case RecordedArgument::kOther:
+      shapes.append(py::list());
+      dtypes.append("");
+      values.append(py::none());
+      break;
   }
-  return py::make_tuple(record.name, shapes, dtypes, values);
+}
+
+// (name, shapes, dtypes, concrete inputs, output shapes, output dtypes).
+py::tuple operatorTuple(const OperatorRecord& record) {
+  py::list shapes, dtypes, values, outputShapes, outputDtypes, outputValues;
+  for (const RecordedArgument& argument : record.arguments) appendArgument(argument, shapes, dtypes, values);
+  for (const RecordedArgument& output : record.outputs) {
+    appendArgument(output, outputShapes, outputDtypes, outputValues);
+  }
+  return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes);
 }
 
 // Exact, unlike printing: two doubles that print alike are different keys.
@@ -82,16 +87,20 @@ void appendValueKey(std::string& key, const c10::IValue& value) {
 
 // A key equal for equal calls: a training loop makes the same calls every
 // step, and Python gets one tuple per distinct call.
+void appendArgumentKey(std::string& key, const RecordedArgument& argument) {
+  key += '|';
+  key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
+  for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
+  if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
+    appendValueKey(key, argument.value);
+  }
+}
+
 std::string callKey(const OperatorRecord& record) {
   std::string key = record.name;
-  for (const RecordedArgument& argument : record.arguments) {
-    key += '|';
-    key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
-    for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
-    if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
-      appendValueKey(key, argument.value);
-    }
-  }
+  for (const RecordedArgument& argument : record.arguments) appendArgumentKey(key, argument);
+  key += "->";
+  for (const RecordedArgument& output : record.outputs) appendArgumentKey(key, output);
   return key;
 }
 

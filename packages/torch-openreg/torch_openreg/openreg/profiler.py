@@ -74,12 +74,15 @@ class OperatorRecord(NamedTuple):
     tensor's sizes, a list of sizes for a tensor list, ``[]`` otherwise),
     ``dtypes`` (``"float"``, ``"c10::Half"``, ..., ``"TensorList"``,
     ``"Scalar"``, ``"ScalarList"``, or ``""``) and ``concrete_inputs`` (the
-    value of a scalar or a list of scalars, ``None`` otherwise)."""
+    value of a scalar or a list of scalars, ``None`` otherwise); and what it
+    returned, described the same way: ``output_shapes``, ``output_dtypes``."""
 
     name: str
     shapes: list
     dtypes: list[str]
     concrete_inputs: list
+    output_shapes: list = []
+    output_dtypes: list[str] = []
 
 
 @dataclass
