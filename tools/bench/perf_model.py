@@ -162,8 +162,9 @@ def print_calibration(table: CalibrationTable, every_row: bool = False) -> None:
     print("Fitted parameters (device-independent; per device where its rows fit them)")
     for name, value in sorted(table.full_fit.shared.items()):
         print(f"  {name:<28}{value:.4g}")
-    for vendor, values in sorted(table.full_fit.per_vendor.items()):
-        print(f"  {vendor + ' chips':<28}" + ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items())))
+    for architecture, values in sorted(table.full_fit.per_architecture.items()):
+        levels = ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items()))
+        print(f"  {architecture + ' chips':<28}{levels}")
     for device, values in sorted(table.full_fit.per_device.items()):
         print(f"  {device:<28}" + ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items())))
 
@@ -226,14 +227,16 @@ def _write_values(path: Path, values: dict, provenance: dict | None) -> None:
 
 
 def _write_vendors_and_held_out_errors(path: Path, table: CalibrationTable) -> None:
-    """Each vendor's levels, which a chip of that vendor without a fit of its own takes ([vendor.<name>],
-    profile.vendor_levels), and the held-out error per kernel class, which every report states next
+    """Each architecture's levels, which a chip of it without a fit of its own takes ([architecture.<name>],
+    profile.architecture_levels), and the held-out error per kernel class, which every report states next
     to its prediction (report.expected_error): [held_out_error] class = [mean absolute error, signed bias]."""
-    text = path.read_text().split("\n[vendor.")[0].split("\n[held_out_error]")[0].rstrip()
+    text = path.read_text().split("\n[architecture.")[0].split("\n[held_out_error]")[0].rstrip()
     lines = []
-    for vendor, levels in sorted(table.full_fit.per_vendor.items()):
-        devices = sorted(d for d in table.full_fit.per_device if published.device_profile(d).vendor == vendor)
-        lines += ["", f"[vendor.{vendor}]  # fitted (fit.py): the median of the fits on {', '.join(devices)}"]
+    for architecture, levels in sorted(table.full_fit.per_architecture.items()):
+        devices = sorted(d for d in table.full_fit.per_device
+                         if published.device_profile(d).architecture == architecture)
+        lines += ["", f"[architecture.{architecture}]  # fitted (fit.py): the median of the fits on "
+                  f"{', '.join(devices)}, drawn towards every device's"]
         lines += [f"{name} = {value:.4g}" for name, value in sorted(levels.items())]
     lines += ["", "[held_out_error]  # written by tools/bench/perf_model.py --write-profiles: leave-one-device-out, "
               "[mean absolute error, signed bias]"]

@@ -8,13 +8,14 @@ Note [Which parameters a device gets]
   Levels (LEVEL_PARAMETERS: the fractions and factors of each kernel class) are fitted per device, to
   that device's own rows. Shapes (half depth, setups, tile overhead, memory half bytes, rows per unit,
   step latencies, the low-latency protocol, in-switch reduction) are one device-independent value
-  fitted to all rows. A device without rows of a class gets the median of the per-device levels of its
-  vendor's chips where the fit has some (an AMD chip's matrix units reach a smaller share of their
-  datasheet peak than an NVIDIA chip's: MI300X 44 %, MI325X 53 %, the NVIDIA chips 69-95 %), else of
-  every device, one vote per device: the vendor's and the device-independent fit
+  fitted to all rows. A device without rows of a class gets the median of the per-device levels of the
+  chips of its architecture where the fit has some (one generation runs the same library kernels on
+  the same units: CDNA 3's matrix units reach a smaller share of their datasheet peak than Hopper's,
+  MI300X 44 % and MI325X 53 % against 75-80 %), drawn towards the median of every device (_shrunk),
+  else of every device, one vote per device: the architecture's and the device-independent fit
   (profiles/_defaults.toml). A parameter no row informs (its rows move less than 1 % when it grows by
   half) keeps its starting value. Leave-one-device-out drops every row of a device, fits, and predicts
-  that device's rows, which then can only use its vendor's and the device-independent values. The
+  that device's rows, which then can only use its architecture's and the device-independent values. The
   harness costs describe the measurements, not a device: fitted with the rest, never written into a
   profile.
 """
@@ -39,15 +40,15 @@ LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_frac
 class Fit:
     shared: dict[str, float]  # device-independent values (levels: median over devices)
     per_device: dict[str, dict[str, float]]  # fitted levels of devices that have rows
-    per_vendor: dict[str, dict[str, float]]  # levels: median over the devices of each vendor
+    per_architecture: dict[str, dict[str, float]]  # levels: median over the devices of each architecture
 
     def parameters(self, device: str) -> dict[str, float]:
-        """A device's values: its own levels where its rows fitted them, else its vendor's."""
-        return {**self.unseen(device_profile(device).vendor), **self.per_device.get(device, {})}
+        """A device's values: its own levels where its rows fitted them, else its architecture's."""
+        return {**self.unseen(device_profile(device).architecture), **self.per_device.get(device, {})}
 
-    def unseen(self, vendor: str) -> dict[str, float]:
-        """The values for a chip of vendor that no row informs."""
-        return {**self.shared, **self.per_vendor.get(vendor, {})}
+    def unseen(self, architecture: str) -> dict[str, float]:
+        """The values for a chip of an architecture that no row informs."""
+        return {**self.shared, **self.per_architecture.get(architecture, {})}
 
 
 # ---------------------------------------------------------------------------------------- fitting
@@ -86,6 +87,7 @@ PARAMETERS = {
     "best_shape_gain": (1.05, 1.0, 1.5),
 }
 SWEEPS = 5
+ARCHITECTURE_PRIOR = 3.0  # how many devices every device's median weighs against an architecture's own
 GOLDEN_STEPS = 16
 
 
@@ -192,15 +194,24 @@ def _as_fit(fitted: dict) -> Fit:
             shared[name] = value
         else:
             per_device.setdefault(device, {})[name] = value
-    per_vendor: dict[str, dict[str, float]] = {}
+    per_architecture: dict[str, dict[str, float]] = {}
     for name in LEVEL_PARAMETERS:
         fitted_on = {device: own[name] for device, own in per_device.items() if name in own}
         if fitted_on:
             shared[name] = _median(fitted_on.values())
-        for vendor in {device_profile(device).vendor for device in fitted_on} - {""}:
-            own = [value for device, value in fitted_on.items() if device_profile(device).vendor == vendor]
-            per_vendor.setdefault(vendor, {})[name] = _median(own)
-    return Fit(shared, per_device, per_vendor)
+        for architecture in {device_profile(device).architecture for device in fitted_on} - {""}:
+            own = [value for device, value in fitted_on.items() if device_profile(device).architecture == architecture]
+            per_architecture.setdefault(architecture, {})[name] = _shrunk(own, shared[name])
+    return Fit(shared, per_device, per_architecture)
+
+
+def _shrunk(siblings: list[float], everyone: float) -> float:
+    """An architecture's level for a chip of it without rows: the median of its fitted siblings, drawn
+    towards every device's median as far as one device would pull it (on a log scale: n siblings
+    weigh n, every device's median ARCHITECTURE_PRIOR). One sibling is a sample of one: the P4 and
+    the P100 are both Pascal, and a 75 W card and a 250 W one."""
+    weight = len(siblings) / (len(siblings) + ARCHITECTURE_PRIOR)
+    return math.exp(weight * math.log(_median(siblings)) + (1 - weight) * math.log(everyone))
 
 
 def _median(values) -> float:
@@ -245,7 +256,7 @@ def evaluate(cases: list[Case]) -> tuple[Fit, list[Evaluated]]:
     results = []
     for case in cases:
         profile = device_profile(case.device)
-        unseen = held_out_fits[case.device].unseen(profile.vendor)
+        unseen = held_out_fits[case.device].unseen(profile.architecture)
         results.append(Evaluated(case, predicted_seconds(case, unseen),
                                  predicted_seconds(case, full.parameters(case.device)), case.roofline(profile)))
     return full, results
@@ -280,12 +291,14 @@ def provenance(full: Fit, cases: list[Case], device: str) -> dict[str, str]:
         parameter, error_class = _PROVENANCE[name]
         own = [case for case in cases if case.device == device and case.error_class == error_class]
         fitted_by = sorted(other for other, values in full.per_device.items() if parameter in values)
-        vendor = device_profile(device).vendor
-        siblings = [other for other in fitted_by if device_profile(other).vendor == vendor] if vendor else []
+        architecture = device_profile(device).architecture
+        siblings = [other for other in fitted_by if device_profile(other).architecture == architecture] \
+            if architecture else []
         if parameter in full.per_device.get(device, {}):
             said[name] = f"fitted: {len(own)} published {error_class} rows of this chip (fit.py)"
         elif siblings:
-            said[name] = f"{vendor} chips': the median of the fits on {', '.join(siblings)}"
+            said[name] = (f"{architecture} chips': the median of the fits on {', '.join(siblings)}, drawn towards "
+                          "every device's")
         elif fitted_by:
             said[name] = f"device-independent: the median of the fits on {', '.join(fitted_by)}"
         else:

@@ -169,7 +169,7 @@ class Profile:
     provenance: dict  # kernel class -> where its efficiency comes from (datasheet, fitted to which rows, assumed)
     path: str  # the file it was read from, for messages
     hardware_names: tuple = ()  # how measurements name this chip ("H100 SXM"): published.py matches rows by them
-    vendor: str = ""  # "nvidia", "amd", "intel", ...: a chip without a fit of its own takes its vendor's levels
+    architecture: str = ""  # "hopper", "cdna3", ...: a chip without a fit of its own takes its architecture's levels
     defaulted: tuple = ()  # sections the file left out, filled with DEFAULTS_PROFILE's (a report says so)
 
     def peak_of(self, precision: str) -> float:
@@ -192,7 +192,7 @@ _SECTIONS = {
     "efficiency": Efficiency,
     "collectives": Collectives,
 }
-_TOP_LEVEL = ("name", "description", "hardware_names", "vendor", "provenance")
+_TOP_LEVEL = ("name", "description", "hardware_names", "architecture", "provenance")
 # Sections a profile may leave out: a chip nobody has measured yet has no fitted efficiencies, and a
 # profile may leave the host to the bundled server's. DEFAULTS_PROFILE supplies them, and every report
 # made with such a profile says which it took (Profile.defaulted).
@@ -276,14 +276,15 @@ def _build(table: dict, path: str) -> Profile:
     for key in ("name", "description"):
         if not isinstance(table.get(key), str):
             raise ProfileError(f"{path}: field {key!r} is missing or not a string")
-    vendor = table.get("vendor", "")
-    if not isinstance(vendor, str) or vendor != vendor.lower():
-        raise ProfileError(f"{path}: field 'vendor' must be a lower-case name such as \"nvidia\", not {vendor!r}")
+    architecture = table.get("architecture", "")
+    if not isinstance(architecture, str) or architecture != architecture.lower():
+        raise ProfileError(f"{path}: field 'architecture' must be a lower-case name such as \"hopper\", "
+                           f"not {architecture!r}")
     sections, defaulted = {}, []
     for section, record in _SECTIONS.items():
         values = table.get(section)
         if values is None and section in OPTIONAL_SECTIONS:
-            sections[section] = defaults(vendor)[section]
+            sections[section] = defaults(architecture)[section]
             defaulted.append(section)
             continue
         if not isinstance(values, dict):
@@ -291,10 +292,11 @@ def _build(table: dict, path: str) -> Profile:
         sections[section] = _build_section(record, values, section, path)
     provenance = _provenance(table.get("provenance", {}), path)
     if "efficiency" in defaulted:
-        whose = f"{vendor} chips'" if vendor in vendor_levels() else "device-independent"
+        whose = f"{architecture} chips'" if architecture in architecture_levels() else "device-independent"
         provenance = {name: f"{whose} default (no fit for this chip)" for name in KERNEL_CLASSES}
     return Profile(name=table["name"], description=table["description"], path=path, provenance=provenance,
-                   hardware_names=_hardware_names(table.get("hardware_names", []), path), vendor=vendor,
+                   hardware_names=_hardware_names(table.get("hardware_names", []), path),
+                   architecture=architecture,
                    defaulted=tuple(defaulted), **sections)
 
 
@@ -305,27 +307,27 @@ def _hardware_names(values, path: str) -> tuple:
 
 
 @functools.cache
-def defaults(vendor: str = "") -> dict:
+def defaults(architecture: str = "") -> dict:
     """The sections a profile may leave out, from profiles/_defaults.toml: the fit's device-independent
-    values for a chip without measurements of its own (its vendor's levels where the fit has chips of
-    that vendor: Note [Which parameters a device gets] in fit.py), and the bundled server host."""
+    values for a chip without measurements of its own (its architecture's levels where the fit has
+    chips of it: Note [Which parameters a device gets] in fit.py), and the bundled server host."""
     path = bundled_path(DEFAULTS_PROFILE)
     with open(path, "rb") as file:
         table = tomllib.load(file)
-    for section in ("efficiency", "collectives"):  # a vendor's levels, in the section of each
+    levels = architecture_levels().get(architecture, {})
+    for section in ("efficiency", "collectives"):  # an architecture's levels, in the section of each
         names = {f.name for f in fields(_SECTIONS[section])}
-        table[section] = {**table[section], **{name: value for name, value in vendor_levels().get(vendor, {}).items()
-                                               if name in names}}
+        table[section] = {**table[section], **{name: value for name, value in levels.items() if name in names}}
     return {section: _build_section(_SECTIONS[section], table[section], section, str(path))
             for section in OPTIONAL_SECTIONS}
 
 
 @functools.cache
-def vendor_levels() -> dict[str, dict[str, float]]:
-    """Per vendor, the [efficiency] levels a chip of that vendor without a fit of its own takes:
-    _defaults.toml's [vendor.<name>] sections, written by tools/bench/perf_model.py --write-profiles."""
+def architecture_levels() -> dict[str, dict[str, float]]:
+    """Per architecture, the [efficiency] levels a chip of it without a fit of its own takes:
+    _defaults.toml's [architecture.<name>] sections, written by tools/bench/perf_model.py --write-profiles."""
     with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
-        return tomllib.load(file).get("vendor", {})
+        return tomllib.load(file).get("architecture", {})
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .model import error_class, peak_rate, roofline_seconds
-from .profile import PRECISIONS, Profile, held_out_errors, vendor_levels
+from .profile import PRECISIONS, Profile, architecture_levels, held_out_errors
 from .timeline import Predicted, Timeline, merged_intervals
 
 
@@ -149,7 +149,8 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{classes}; tools/bench/perf_model.py)")
     lines.append(f"  host               {_host_line(profile, report.host)}")
     if profile.defaulted:
-        whose = f"the {profile.vendor} chips'" if profile.vendor in vendor_levels() else "the device-independent"
+        known = profile.architecture in architecture_levels()
+        whose = f"the {profile.architecture} chips'" if known else "the device-independent"
         lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: {whose} "
                      f"defaults are used (profiles/_defaults.toml)")
     for device, busy in report.busy_s.items():

@@ -12,10 +12,10 @@ from openreg_perf.profile import (
     PRECISIONS,
     Profile,
     ProfileError,
+    architecture_levels,
     defaults,
     list_profiles,
     load_profile,
-    vendor_levels,
 )
 
 BUNDLED = list_profiles()
@@ -115,28 +115,29 @@ def test_missing_section_is_refused(tmp_path):
 
 def test_a_chip_without_fitted_sections_gets_the_defaults_and_says_so(tmp_path):
     """A vendor's new chip has a datasheet but no measurements: its profile leaves out [efficiency],
-    [collectives] and [host], gets its vendor's levels (the device-independent values where the fit
-    has no chip of that vendor), and says so."""
+    [collectives] and [host], gets its architecture's levels (the device-independent values where the
+    fit has no chip of that architecture), and says so."""
     text = open(load_profile("h100-sxm").path).read().split("\n[host]")[0]
-    for vendor, said in (("nvidia", "nvidia chips' default"), ("amd", "amd chips' default"),
+    for architecture, said in (("hopper", "hopper chips' default"), ("cdna3", "cdna3 chips' default"),
                          ("newcomer", "device-independent default")):
-        path = tmp_path / f"new-chip-{vendor}.toml"
-        path.write_text(text.replace('name = "h100-sxm"', 'name = "new-chip"').replace('"nvidia"', f'"{vendor}"'))
+        path = tmp_path / f"new-chip-{architecture}.toml"
+        path.write_text(text.replace('name = "h100-sxm"', 'name = "new-chip"').replace('"hopper"', f'"{architecture}"'))
         profile = load_profile(path)
         assert profile.defaulted == ("host", "efficiency", "collectives")
         assert profile.host == load_profile("h100-sxm").host  # the H100's host is the bundled server host
         assert set(profile.provenance) == set(KERNEL_CLASSES)
         assert all(said in text for text in profile.provenance.values())
-        levels = vendor_levels().get(vendor, {})
+        levels = architecture_levels().get(architecture, {})
         assert profile.efficiency == replace(defaults()["efficiency"], **{name: value for name, value in levels.items()
                                                                           if hasattr(profile.efficiency, name)})
-    # The fit knows AMD's matrix units reach a smaller share of their peak than NVIDIA's.
-    assert vendor_levels()["amd"]["gemm_16bit_fraction"] < vendor_levels()["nvidia"]["gemm_16bit_fraction"]
+    # The fit knows CDNA 3's matrix units reach a smaller share of their peak than Hopper's.
+    levels = architecture_levels()
+    assert levels["cdna3"]["gemm_16bit_fraction"] < levels["hopper"]["gemm_16bit_fraction"]
 
 
-def test_a_vendor_is_a_lower_case_name(tmp_path):
-    path = _variant(tmp_path, 'vendor = "nvidia"', 'vendor = "NVIDIA"')
-    _refused(path, "'vendor'", "lower-case")
+def test_an_architecture_is_a_lower_case_name(tmp_path):
+    path = _variant(tmp_path, 'architecture = "hopper"', 'architecture = "Hopper"')
+    _refused(path, "'architecture'", "lower-case")
 
 
 def test_negative_field_is_refused(tmp_path):
