@@ -17,7 +17,7 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
-            tree all_reduce: steps 2 ceil(log2 n), traffic 2
+            tree all_reduce (across nodes only: NCCL's tree is a tree of nodes): steps 2 ceil(log2 n), traffic 2
             in-switch all_reduce (NVLink SHARP, messages of SWITCH_MIN_BYTES and more):
               t = c.switch_setup + bytes / (B * c.switch_fraction)
 
@@ -73,7 +73,8 @@ ALGORITHMS = ("ring", "tree", "switch")
 MIN_SLICE_DEPTH = 128  # a split-K slice shallower than this costs more in partial results than it gains
 MAX_RESIDENT_TILES = 4
 PARTIAL_BYTES = 4  # split-K's partial results are FP32
-# NCCL reduces in the switch (NVLS) from this message size up; below it, its tuning picks ring or tree.
+# NCCL reduces in the switch (NVLS) from this message size up; below it, its tuning picks a ring within a
+# node, a ring or a tree across nodes.
 SWITCH_MIN_BYTES = 2 * 2**20
 # Which e.gemm_*_fraction applies to a product's precision (on the units that run it).
 GEMM_LEVEL = {"fp64": "gemm_fp32_fraction", "fp32": "gemm_fp32_fraction", "tf32": "gemm_tf32_fraction",
@@ -340,9 +341,11 @@ def _algorithms(op: str, profile: Profile, ranks: int, nbytes: float) -> tuple[s
     if op != "all_reduce":
         return ("ring",)
     within_node = ranks <= profile.links.devices_per_node
-    if profile.links.switch_reduction and within_node and nbytes >= SWITCH_MIN_BYTES:
-        return ("ring", "tree", "switch")
-    return ("ring", "tree")
+    if not within_node:  # NCCL's tree is a tree of nodes: within one node it chains the GPUs
+        return ("ring", "tree")
+    if profile.links.switch_reduction and nbytes >= SWITCH_MIN_BYTES:
+        return ("ring", "switch")
+    return ("ring",)
 
 
 def _algorithm_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str) -> float:
