@@ -31,11 +31,13 @@ from dev import (  # noqa: E402  (after the path line: tools/ is not a package)
     PACKAGES,
     PYTHON,
     ROOT,
+    VENV,
     WHEELHOUSE,
     build_environment,
     dependency_groups,
     elapsed,
     install_pins,
+    pins,
     run,
     run_logged,
     setup,
@@ -185,10 +187,66 @@ def make_environment(name: str, groups: tuple[str, ...]) -> Path:
         with shared_torch_lock():
             if not environment_python(SHARED_TORCH).exists():
                 run(sys.executable, "-m", "venv", SHARED_TORCH)
+                seed_from_venv(SHARED_TORCH, ("torch",))
             install_pins(SHARED_TORCH, ("torch",))
         (site_packages(environment) / "openreg-shared-torch.pth").write_text(f"{site_packages(SHARED_TORCH)}\n")
+    seed_from_venv(environment, tuple(group for group in groups if group != "torch"))
     install_pins(environment, groups)
     return environment
+
+
+# Note [Environments seeded from .venv]
+# Setup has already unpacked every pin into .venv, and pip unpacking them again
+# took 50 s for torch and as long for the plain path's groups on CI's 2-core
+# machine. So before pip runs, each distribution the groups' pins need (with
+# what they require, as .venv's metadata says) is hard-linked from .venv, file
+# by file as its RECORD lists them, and pip finds it installed. pip replaces an
+# installed file, never edits it, so neither tree disturbs the other; what
+# cannot be linked (another file system) pip installs as before.
+SEED_CLOSURE = """
+import importlib.metadata as metadata, json, sys
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+wanted, found = [Requirement(pin).name for pin in sys.argv[1:]], {}
+while wanted:
+    name = canonicalize_name(wanted.pop())
+    if name in found:
+        continue
+    try:
+        distribution = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        continue
+    found[name] = [str(distribution.locate_file(file)) for file in distribution.files or ()]
+    for text in distribution.requires or ():
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            wanted.append(requirement.name)
+print(json.dumps(found))
+"""
+
+
+def seed_from_venv(environment: Path, groups: tuple[str, ...]) -> None:
+    requirements = pins(groups) if groups else []
+    if not requirements:
+        return
+    listed = subprocess.run([PYTHON, "-c", SEED_CLOSURE, *requirements], capture_output=True, text=True)
+    if listed.returncode != 0:
+        return  # pip installs them
+    source, target = site_packages(VENV), site_packages(environment)
+    for files in json.loads(listed.stdout).values():
+        for file in map(Path, files):
+            try:
+                relative = file.resolve().relative_to(source)
+            except ValueError:
+                continue  # a script in bin/ or a data file outside site-packages: CI runs python -m
+            linked = target / relative
+            if linked.exists() or not file.is_file():
+                continue
+            linked.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(file, linked)
+            except OSError:
+                return  # another file system: pip installs the rest
 
 
 @contextmanager
