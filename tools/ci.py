@@ -226,7 +226,7 @@ print(json.dumps(found))
 
 
 def seed_from_venv(environment: Path, groups: tuple[str, ...]) -> None:
-    requirements = pins(groups) if groups else []
+    requirements = pins(groups)
     if not requirements:
         return
     listed = subprocess.run([PYTHON, "-c", SEED_CLOSURE, *requirements], capture_output=True, text=True)

@@ -106,10 +106,13 @@ class MapRow:
     tag: str
 
     def covers(self, relative: str) -> bool:
-        def named(path: str, pattern: str) -> bool:
-            return path.startswith(pattern) if pattern.endswith("/") else path == pattern
-        return (any(named(relative, p) for p in self.paths)
-                and not any(named(relative, e) for e in self.excluded))
+        return (any(_named(relative, p) for p in self.paths)
+                and not any(_named(relative, e) for e in self.excluded))
+
+
+def _named(path: str, pattern: str) -> bool:
+    """A path a map's pattern names: the file itself, or anything under a folder (ending in /)."""
+    return path.startswith(pattern) if pattern.endswith("/") else path == pattern
 
 
 def map_rows(text: str) -> list[MapRow] | None:
@@ -132,23 +135,25 @@ def map_rows(text: str) -> list[MapRow] | None:
 
 
 def _maps(root: Path):
-    """(package, document, rows) of each package present in this tree."""
+    """(package, document, rows, files) of each package present in this tree: its map's rows (None
+    without one) and its tagged sources, relative to the package."""
+    tagged = sources(root, TAGGED_SUFFIXES)
     for package, document in SOURCE_MAPS.items():
         if (root / "packages" / package).is_dir():
             path = root / document
-            yield package, document, map_rows(path.read_text()) if path.exists() else None
+            base = Path("packages") / package
+            files = [str(p.relative_to(base)) for p in tagged if package_of(p) == package]
+            yield package, document, map_rows(path.read_text()) if path.exists() else None, files
 
 
 def vendor_tags(root: Path) -> dict[Path, str]:
     """copy, replace or skip per file, from each package's source map."""
     tags = {}
-    for package, _, rows in _maps(root):
-        base = Path("packages") / package
-        for path in sources(root, TAGGED_SUFFIXES):
-            if package_of(path) == package:
-                for row in rows or ():
-                    if row.covers(str(path.relative_to(base))):
-                        tags[path] = row.tag
+    for package, _, rows, files in _maps(root):
+        for relative in files:
+            for row in rows or ():
+                if row.covers(relative):
+                    tags[Path("packages") / package / relative] = row.tag
     return tags
 
 
@@ -156,18 +161,16 @@ def untagged(root: Path) -> list[str]:
     """Rule 0: every source file of a package in exactly one row of its map, with a known tag, and
     every path a map names there."""
     problems = []
-    for package, document, rows in _maps(root):
+    for package, document, rows, files in _maps(root):
         if rows is None:
             problems.append(f"{document}: no SOURCE_MAP block for {package} (rule 0)")
             continue
         base = Path("packages") / package
-        files = [str(p.relative_to(base)) for p in sources(root, TAGGED_SUFFIXES) if package_of(p) == package]
         for row in rows:
             if row.tag not in VENDOR_TAGS:
                 problems.append(f"{document}: tag {row.tag!r} is none of {', '.join(VENDOR_TAGS)} (rule 0)")
             for pattern in row.paths + row.excluded:
-                if not any(path == pattern or (pattern.endswith("/") and path.startswith(pattern))
-                           for path in files):
+                if not any(_named(path, pattern) for path in files):
                     problems.append(f"{document}: names {base / pattern}, which is gone (rule 0)")
         for path in files:
             tags = [row.tag for row in rows if row.covers(path)]

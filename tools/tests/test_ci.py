@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("openreg_ci", ROOT / "tools" / "ci.py")
@@ -34,3 +38,19 @@ def test_a_step_never_measured_starts_first(tmp_path, monkeypatch):
 
 def test_the_committed_times_name_every_step():
     assert set(json.loads(ci.COMMITTED_TIMES.read_text())) == set(ci.CI_STEPS)
+
+
+def test_an_environment_is_seeded_from_venv_by_links_and_pip_finds_it_complete(tmp_path):
+    """Note [Environments seeded from .venv]: the lint group's pin (ruff), linked from .venv, file for
+    file, is installed as far as pip can tell: it has nothing left to install."""
+    if not ci.PYTHON.exists():
+        pytest.skip("needs .venv (python3.11 tools/dev.py setup)")
+    environment = tmp_path / "env"
+    ci.run(sys.executable, "-m", "venv", environment)
+    ci.seed_from_venv(environment, ("lint",))
+    (dist_info,) = ci.site_packages(environment).glob("ruff-*.dist-info")
+    linked_from = ci.site_packages(ci.VENV) / dist_info.name / "RECORD"
+    assert (dist_info / "RECORD").stat().st_ino == linked_from.stat().st_ino
+    pip = [environment / "bin" / "python", "-m", "pip", "install", "--no-index", *ci.pins(("lint",))]
+    checked = subprocess.run(pip, capture_output=True, text=True)
+    assert checked.returncode == 0 and "Requirement already satisfied" in checked.stdout, checked.stderr

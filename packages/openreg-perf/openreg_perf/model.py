@@ -177,10 +177,10 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
     rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
     efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
-    setup = efficiency.matrix_setup_s if precision in ("fp32", "fp64") else efficiency.matrix_unit_setup_s
+    setup = efficiency.matrix_unit_setup_s if _on_matrix_units(precision) else efficiency.matrix_setup_s
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
     best, best_seconds = None, math.inf
-    most_split = 1 if cost.kind == "conv" and cost.role.startswith("forward") else profile.matrix.max_split_k
+    most_split = 1 if _forward_convolution(cost) else profile.matrix.max_split_k
     for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, most_split):
         edge = 1 + efficiency.matrix_tile_overhead * shape.edge
         depth = shape.slice_depth + efficiency.matrix_half_depth
@@ -242,9 +242,17 @@ def _splits(depth: float, most: int) -> list[int]:
     return splits
 
 
+def _on_matrix_units(precision: str) -> bool:
+    return precision not in ("fp32", "fp64")
+
+
+def _forward_convolution(cost: Cost) -> bool:
+    """A convolution's forward pass (direct or Winograd): cuDNN never splits its reduction."""
+    return cost.kind == "conv" and cost.role.startswith("forward")
+
+
 def _kind_factor(cost: Cost, profile: Profile, precision: str) -> float:
-    on_matrix_units = precision not in ("fp32", "fp64")
-    if cost.kind == "conv" and cost.role.startswith("forward") and on_matrix_units:
+    if _forward_convolution(cost) and _on_matrix_units(precision):
         return profile.efficiency.conv_matrix_forward_factor  # an implicit GEMM: Winograd is FP32's
     names = KIND_FACTORS.get((cost.kind, cost.role), ())
     if not names:
@@ -261,10 +269,8 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
 
 def _memory_fraction(cost: Cost, profile: Profile) -> float:
     if cost.role == "softmax":
-        fraction = profile.efficiency.softmax_memory_fraction
-    else:
-        fraction = getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
-    return fraction
+        return profile.efficiency.softmax_memory_fraction
+    return getattr(profile.efficiency, MEMORY_CLASS.get(cost.kind, "elementwise_memory_fraction"))
 
 
 def _row_occupancy(cost: Cost, profile: Profile) -> float:

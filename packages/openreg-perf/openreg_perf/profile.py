@@ -292,8 +292,7 @@ def _build(table: dict, path: str) -> Profile:
         sections[section] = _build_section(record, values, section, path)
     provenance = _provenance(table.get("provenance", {}), path)
     if "efficiency" in defaulted:
-        whose = f"{architecture} chips'" if architecture in architecture_levels() else "device-independent"
-        provenance = {name: f"{whose} default (no fit for this chip)" for name in KERNEL_CLASSES}
+        provenance = {name: f"{defaults_label(architecture)} default (no fit for this chip)" for name in KERNEL_CLASSES}
     return Profile(name=table["name"], description=table["description"], path=path, provenance=provenance,
                    hardware_names=_hardware_names(table.get("hardware_names", []), path),
                    architecture=architecture,
@@ -311,31 +310,38 @@ def defaults(architecture: str = "") -> dict:
     """The sections a profile may leave out, from profiles/_defaults.toml: the fit's device-independent
     values for a chip without measurements of its own (its architecture's levels where the fit has
     chips of it: Note [Which parameters a device gets] in fit.py), and the bundled server host."""
-    path = bundled_path(DEFAULTS_PROFILE)
-    with open(path, "rb") as file:
-        table = tomllib.load(file)
-    levels = architecture_levels().get(architecture, {})
-    for section in ("efficiency", "collectives"):  # an architecture's levels, in the section of each
+    table, levels = _defaults_table(), architecture_levels().get(architecture, {})
+    built = {}
+    for section in OPTIONAL_SECTIONS:  # an architecture's levels go into the section each belongs to
         names = {f.name for f in fields(_SECTIONS[section])}
-        table[section] = {**table[section], **{name: value for name, value in levels.items() if name in names}}
-    return {section: _build_section(_SECTIONS[section], table[section], section, str(path))
-            for section in OPTIONAL_SECTIONS}
+        values = {**table[section], **{name: value for name, value in levels.items() if name in names}}
+        built[section] = _build_section(_SECTIONS[section], values, section, str(bundled_path(DEFAULTS_PROFILE)))
+    return built
 
 
 @functools.cache
+def _defaults_table() -> dict:
+    """profiles/_defaults.toml as TOML reads it; never changed once read."""
+    with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
+        return tomllib.load(file)
+
+
+def defaults_label(architecture: str) -> str:
+    """Whose levels a profile without [efficiency] of its own takes, as its provenance and reports say."""
+    return f"{architecture} chips'" if architecture in architecture_levels() else "device-independent"
+
+
 def architecture_levels() -> dict[str, dict[str, float]]:
     """Per architecture, the [efficiency] levels a chip of it without a fit of its own takes:
     _defaults.toml's [architecture.<name>] sections, written by tools/bench/perf_model.py --write-profiles."""
-    with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
-        return tomllib.load(file).get("architecture", {})
+    return _defaults_table().get("architecture", {})
 
 
 @functools.cache
 def held_out_errors() -> dict[str, tuple[float, float]]:
     """Per kernel class, the model's mean absolute error and signed bias held out (leave one device
     out, tools/bench/perf_model.py --write-profiles writes them into profiles/_defaults.toml)."""
-    with open(bundled_path(DEFAULTS_PROFILE), "rb") as file:
-        table = tomllib.load(file).get("held_out_error", {})
+    table = _defaults_table().get("held_out_error", {})
     return {name: (float(values[0]), float(values[1])) for name, values in table.items()}
 
 

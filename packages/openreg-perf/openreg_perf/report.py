@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .model import error_class, peak_rate, roofline_seconds
-from .profile import PRECISIONS, Profile, architecture_levels, held_out_errors
+from .profile import PRECISIONS, Profile, defaults_label, held_out_errors
 from .timeline import Predicted, Timeline, merged_intervals
 
 
@@ -149,9 +149,8 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{classes}; tools/bench/perf_model.py)")
     lines.append(f"  host               {_host_line(profile, report.host)}")
     if profile.defaulted:
-        known = profile.architecture in architecture_levels()
-        whose = f"the {profile.architecture} chips'" if known else "the device-independent"
-        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: {whose} "
+        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: the "
+                     f"{defaults_label(profile.architecture)} "
                      f"defaults are used (profiles/_defaults.toml)")
     for device, busy in report.busy_s.items():
         idle = max(0.0, report.total_s - busy)

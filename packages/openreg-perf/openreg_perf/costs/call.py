@@ -127,11 +127,15 @@ def _kind_of(dtype: str) -> str:
     return {"TensorList": "tensors", "Scalar": "value", "ScalarList": "values"}.get(dtype, "absent")
 
 
+# What a schema type must be for a recorded argument of each kind: (takes tensors, a list). An "absent"
+# one (None, a string, a device) fits any type.
+_KIND_TYPES = {"tensor": (True, False), "tensors": (True, True), "value": (False, False), "values": (False, True)}
+
+
 def _fits(kind: str, schema_type: str) -> bool:
     takes_tensors = "Tensor" in schema_type
     listed = schema_type.startswith(("List[", "Optional[List[")) or schema_type.endswith("[]")
-    wanted = {"tensor": (True, False), "tensors": (True, True), "value": (False, False), "values": (False, True)}
-    return kind not in wanted or wanted[kind] == (takes_tensors, listed)  # "absent": None, a string, a device
+    return kind not in _KIND_TYPES or _KIND_TYPES[kind] == (takes_tensors, listed)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -29,40 +29,38 @@ py::object scalarValue(const c10::IValue& value) {
 }
 
 // Appends one argument (or output) to the lists torch.profiler's
-// record_shapes gives (structured_input_shapes(), dtypes(), concrete_inputs()).
-void appendArgument(const RecordedArgument& argument, py::list& shapes, py::list& dtypes, py::list& values) {
+// record_shapes gives (structured_input_shapes(), dtypes(), concrete_inputs());
+// values may be null (outputs: their values are not recorded).
+void appendArgument(const RecordedArgument& argument, py::list& shapes, py::list& dtypes, py::list* values) {
+  py::object value = py::none();
   switch (argument.kind) {
     case RecordedArgument::kTensor:
       shapes.append(py::cast(argument.sizes[0]));
       dtypes.append(std::string(c10::scalarTypeToTypeMeta(argument.dtype).name()));
-      values.append(py::none());
       break;
     case RecordedArgument::kTensorList:
       shapes.append(py::cast(argument.sizes));
       dtypes.append("TensorList");
-      values.append(py::none());
       break;
     case RecordedArgument::kScalar:
     case RecordedArgument::kScalarList:
       shapes.append(py::list());
       dtypes.append(argument.kind == RecordedArgument::kScalar ? "Scalar" : "ScalarList");
-      values.append(scalarValue(argument.value));
+      if (values != nullptr) value = scalarValue(argument.value);
       break;
     case RecordedArgument::kOther:
       shapes.append(py::list());
       dtypes.append("");
-      values.append(py::none());
       break;
   }
+  if (values != nullptr) values->append(value);
 }
 
 // (name, shapes, dtypes, concrete inputs, output shapes, output dtypes).
 py::tuple operatorTuple(const OperatorRecord& record) {
-  py::list shapes, dtypes, values, outputShapes, outputDtypes, outputValues;
-  for (const RecordedArgument& argument : record.arguments) appendArgument(argument, shapes, dtypes, values);
-  for (const RecordedArgument& output : record.outputs) {
-    appendArgument(output, outputShapes, outputDtypes, outputValues);
-  }
+  py::list shapes, dtypes, values, outputShapes, outputDtypes;
+  for (const RecordedArgument& argument : record.arguments) appendArgument(argument, shapes, dtypes, &values);
+  for (const RecordedArgument& output : record.outputs) appendArgument(output, outputShapes, outputDtypes, nullptr);
   return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes);
 }
 
