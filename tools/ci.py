@@ -46,6 +46,7 @@ from dev import (  # noqa: E402  (after the path line: tools/ is not a package)
 COMBINATION_ENVS = ROOT / "build" / "combinations"
 TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
 DISTRIBUTED_TESTS = ROOT / "packages" / "openreg-distributed" / "tests"
+OPENREG_OVERRIDES = TORCH_OPENREG_TESTS / "conformance_overrides.py"  # the conformance kit's, for openreg
 
 # LITERALINCLUDE START: COMBINATIONS
 # Each combination is one virtual environment holding torch, the core and the
@@ -305,6 +306,10 @@ def test_plain_path(args: list[str]) -> None:
                       "assert not c._fast_paths_enabled() and not occl._speed_layer_installed(), 'speed layers'")
     run(python, "-m", "pytest", *CI_PYTEST, TORCH_OPENREG_TESTS, f"--ignore={SPEED_LAYER_TESTS}",
         DISTRIBUTED_TESTS, *args, env=ALL)
+    # PyTorch's operator and module databases against the CPU, as a vendor runs them (the kit's command).
+    run(python, "-m", "openreg_conformance", "--device", "openreg", "--groups", "operators",
+        "--overrides", OPENREG_OVERRIDES, "--log", BUILD_LOGS / "plain-operators.log",
+        "--report", BUILD_LOGS / "plain-operators.json", env=ALL)
 
 
 # ----------------------------------------------------------- CI's steps
@@ -315,21 +320,20 @@ ALL = combination_environment("all")
 # and name their ten slowest tests, for whoever balances the suite next.
 CI_PYTEST = ["-q", "-p", "no:cacheprovider", "--durations=10"]
 # The full build's tests: the runtime's, the tools', the cross-package ones
-# (every package installed), and torch-openreg's where the speed layers step in:
-# their own tests and PyTorch's operator comparisons with the CPU (OpInfo),
-# whose kernels the speed layers replace. torch-openreg's other tests run
-# once, on the plain build (plain-path), and the layers' own suites in their
-# combinations. The conformance kit's combination holds the core alone, where
-# the groups a layer registers (autocast, GradScaler, distributed) skip; here,
-# with every layer, OpenReg runs the whole kit (PyTorch's OpInfo and
-# ModuleInfo comparisons among its groups) and the kit catches the defects
-# seeded into those layers.
-SPEED_LAYER_COMPARISONS = [TORCH_OPENREG_TESTS / "test_opinfo.py"]
+# (every package installed), and torch-openreg's speed layers' own tests.
+# torch-openreg's other tests run once, on the plain build (plain-path),
+# with PyTorch's operator and module databases compared with the CPU (the
+# kit's operators group), and the layers' own suites in their combinations.
+# The conformance kit's combination holds the core alone, the full build:
+# there the whole kit runs, the operators group among its groups, and the
+# groups a layer registers (autocast, GradScaler, distributed) skip; here,
+# with every layer, OpenReg runs the whole kit again and the kit catches the
+# defects seeded into those layers.
 CONFORMANCE_TESTS = ROOT / "packages" / "openreg-conformance" / "tests"
 SUITE_PARTS = {
     "suite-runtime-tools-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tools" / "tests",
                                               ROOT / "tests"],
-    "suite-speed-layers": [SPEED_LAYER_TESTS, *SPEED_LAYER_COMPARISONS],
+    "suite-speed-layers": [SPEED_LAYER_TESTS],
     "suite-conformance-with-every-layer": [CONFORMANCE_TESTS / "test_openreg_conforms.py",
                                            CONFORMANCE_TESTS / "test_negative_controls.py",
                                            "-k", "conforms or autocast or allreduce"],

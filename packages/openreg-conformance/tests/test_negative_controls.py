@@ -7,7 +7,7 @@ negative-control table."""
 from __future__ import annotations
 
 import pytest
-from kit_runs import ENABLED_BY, installed
+from kit_runs import ENABLED_BY, OPENREG_OVERRIDES, installed
 
 # LITERALINCLUDE START: NEGATIVE_CONTROLS
 # defect -> (group, the test that must fail, words its message must contain)
@@ -38,6 +38,10 @@ CONTROLS = {
     "autocast-mm-in-float32": ("autocast", "test_the_cast_policy[torch_fp16-mm]", "mm runs in torch.float16"),
     "allreduce-drops-a-rank": ("distributed", "test_two_ranks_match_the_cpu[collectives]",
                                "all_reduce sum on rank"),
+    "float16-abs-keeps-the-sign": ("operators", "test_compare_cpu_abs_openreg_float16",
+                                   "abs on the device computes what it computes on the CPU"),
+    "tanh-gradient-negated": ("operators", "test_gradients_match_cpu_tanh_openreg_float32",
+                              "tanh's gradients on the device are the CPU's"),
 }
 # LITERALINCLUDE END: NEGATIVE_CONTROLS
 CONTROLS_BY_TEST = {test: group for group, test, _ in CONTROLS.values()}
@@ -51,12 +55,19 @@ def test_every_seeded_defect_has_a_control():
 
 
 def only(test: str) -> list[str]:
-    """-k for the distributed group, whose scenarios take seconds each: only
-    the one that checks the broken contract. The other groups run whole, as a
-    vendor runs them (a stream's ordering shows in the state the group's
-    earlier tests leave, not always in a fresh process)."""
-    name, _, parameter = test.rstrip("]").partition("[")
-    return ["-k", f"{name} and {parameter}"] if CONTROLS_BY_TEST.get(test) == "distributed" else []
+    """The distributed group's scenarios take seconds each, and the operators
+    group, compared as OpenReg's overrides widen it (float16, bfloat16,
+    gradients), half a minute: -k keeps only the test that checks the broken
+    contract (and the operators group gets those overrides). The other groups
+    run whole, as a vendor runs them (a stream's ordering shows in the state
+    the group's earlier tests leave, not always in a fresh process)."""
+    group = CONTROLS_BY_TEST.get(test)
+    if group == "operators":
+        return ["-k", test, "--overrides", str(OPENREG_OVERRIDES)]
+    if group == "distributed":
+        name, _, parameter = test.rstrip("]").partition("[")
+        return ["-k", f"{name} and {parameter}"]
+    return []
 
 
 @pytest.mark.parametrize("defect", sorted(CONTROLS))
@@ -66,7 +77,7 @@ def test_the_kit_catches_the_defect(kit, defect):
         pytest.skip(f"the {group} group needs {ENABLED_BY[group]}, not installed here")
     code, report = kit("--groups", group, *only(test), "--retries", "0", defect=defect)
     assert code == 1 and not report["passed"], f"the kit passed OpenReg with {defect} seeded"
-    messages = {failure["test"].split("::", 1)[1]: failure["message"] for failure in report["failures"]}
+    messages = {failure["test"].rsplit("::", 1)[1]: failure["message"] for failure in report["failures"]}
     assert test in messages, f"{defect}: {test} did not fail; these did: {sorted(messages)}"
     assert words in messages[test] and "contract" in messages[test], messages[test]
     assert report["groups"][group]["status"] == "failed"

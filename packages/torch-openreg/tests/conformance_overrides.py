@@ -29,3 +29,10 @@ NOT_COMPARABLE = {
     "sparse layouts": ["sparse.sampled_addmm", "to_sparse"],
 }
 # LITERALINCLUDE END: CONFORMANCE_OVERRIDES
+
+# LITERALINCLUDE START: CONFORMANCE_WIDER
+# Beyond the kit's float32 forward comparison: the half-precision types a
+# model trains in, and every operator's gradients.
+COMPARED_DTYPES = ("float32", "float16", "bfloat16")
+COMPARE_GRADIENTS = True
+# LITERALINCLUDE END: CONFORMANCE_WIDER

@@ -27,6 +27,8 @@ DEFECTS = {
     "profiler-drops-device-events": "the profiler loses the device's kernels",
     "rng-state-not-restored": "set_rng_state() leaves the generator's state unchanged",
     "autocast-mm-in-float32": "autocast runs mm in float32",
+    "float16-abs-keeps-the-sign": "abs of a float16 tensor returns it unchanged (float32 is right)",
+    "tanh-gradient-negated": "tanh's backward returns the gradient with its sign flipped (its forward is right)",
     "allreduce-drops-a-rank": "all_reduce leaves out the last rank's contribution (openreg-distributed)",
 }
 # LITERALINCLUDE END: SEEDED_DEFECTS
@@ -43,8 +45,24 @@ def apply(name: str) -> None:
         return
     if name == "rng-state-not-restored":
         torch.openreg.set_rng_state = lambda new_state, device="openreg": None
-    elif name == "autocast-mm-in-float32":
+    elif name in _KERNELS:  # a wrong kernel registered over the right one
+        operator, kernel, key = _KERNELS[name]
         library = torch.library.Library("aten", "IMPL")
-        library.impl("mm", torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        library.impl(operator, kernel, key)
         _kept.append(library)
     # allreduce-drops-a-rank lives in openreg-distributed, which reads the variable itself.
+
+
+def _abs_keeping_float16_signs(x):
+    return (x.cpu() if x.dtype == torch.float16 else torch.abs(x.cpu())).to(x.device)
+
+
+def _tanh_backward_negated(grad_output, output):
+    return (-torch.ops.aten.tanh_backward(grad_output.cpu(), output.cpu())).to(grad_output.device)
+
+
+_KERNELS = {
+    "autocast-mm-in-float32": ("mm", torch.library.fallthrough_kernel, "AutocastPrivateUse1"),
+    "float16-abs-keeps-the-sign": ("abs", _abs_keeping_float16_signs, "PrivateUse1"),
+    "tanh-gradient-negated": ("tanh_backward", _tanh_backward_negated, "PrivateUse1"),
+}

@@ -2,9 +2,10 @@
 
 Test classes written once for any device, instantiated for the device under
 test by instantiate_device_type_tests(..., only_for=DEVICE) over op_db
-(every OpInfo: its first samples, float32) and module_db (every ModuleInfo:
-forward and backward, train and eval), each result compared with the same
-computation on the CPU, as PyTorch's TestCommon.test_compare_cpu and
+(every OpInfo: its first samples, in float32, or in the one dtype PyTorch's
+OpDTypes.any_one picks for an operator without float32) and module_db (every
+ModuleInfo: forward and backward, train and eval), each result compared with
+the same computation on the CPU, as PyTorch's TestCommon.test_compare_cpu and
 TestModule.test_cpu_gpu_parity do.
 
 A vendor configures it the way PyTorch configures a device's tests
@@ -12,7 +13,11 @@ A vendor configures it the way PyTorch configures a device's tests
 (--overrides): NOT_COMPARABLE, {reason: [OpInfo names]}, the operators whose
 values cannot be compared with the CPU's (random numbers, uninitialized
 memory), skipped with that reason; OP_ALLOWLIST and TEST_EXCLUSIONS as
-set_test_configs takes them.
+set_test_configs takes them. Two settings widen the comparison:
+COMPARED_DTYPES (PyTorch's dtype names; default ("float32",)) compares the
+operators in each of those dtypes their OpInfo supports, and
+COMPARE_GRADIENTS (default False) adds TestConformanceGradients, the
+float32 gradients of every OpInfo that supports autograd.
 """
 
 from __future__ import annotations
@@ -26,7 +31,12 @@ import torch
 from openreg_conformance import plugin
 from torch.testing._internal import common_utils
 from torch.testing._internal.common_cuda import with_tf32_off
-from torch.testing._internal.common_device_type import get_device_type_test_bases, instantiate_device_type_tests, ops
+from torch.testing._internal.common_device_type import (
+    OpDTypes,
+    get_device_type_test_bases,
+    instantiate_device_type_tests,
+    ops,
+)
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_modules import TrainEvalMode, module_db, modules
 from torch.testing._internal.common_utils import TestCase
@@ -36,6 +46,9 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 DEVICE = plugin.device_type()
 SAMPLES = 4  # the first samples of each OpInfo
+SETTINGS = plugin.overrides()
+COMPARED_DTYPES = tuple(getattr(torch, name) for name in getattr(SETTINGS, "COMPARED_DTYPES", ("float32",)))
+COMPARE_GRADIENTS = bool(getattr(SETTINGS, "COMPARE_GRADIENTS", False))
 
 
 def running_test_function():
@@ -66,8 +79,8 @@ def configure(device_type: str) -> None:
     overrides = plugin.overrides()
     not_comparable = getattr(overrides, "NOT_COMPARABLE", {}) or {}
     op_overrides = {
-        name: [DecorateInfo(unittest.skip(f"not comparable with the CPU: {reason}"), "TestConformanceOps",
-                            "test_compare_cpu")]
+        name: [DecorateInfo(unittest.skip(f"not comparable with the CPU: {reason}"), test_class)
+               for test_class in ("TestConformanceOps", "TestConformanceGradients")]
         for reason, names in not_comparable.items() for name in names
     }
     known = {op.full_name for op in op_db}
@@ -85,20 +98,78 @@ def to_cpu(value):
     return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, value)
 
 
+def tolerances(dtype: torch.dtype) -> dict:
+    """PyTorch's test_compare_cpu tolerances (1e-3), widened to the dtype's
+    own relative resolution where that is coarser (one rounding of a
+    bfloat16 result is 0.4 %); 8-bit floats compare bit for bit, as
+    assertEqual requires of them."""
+    if dtype.is_floating_point and dtype.itemsize == 1:
+        return {"atol": 0.0, "rtol": 0.0}
+    from torch.testing._comparison import default_tolerances
+
+    rtol, _ = default_tolerances(dtype)
+    return {"atol": 1e-3, "rtol": max(1e-3, rtol)}
+
+
+def without_float32(op) -> bool:
+    return torch.float32 not in op.supported_dtypes(DEVICE or "cpu")
+
+
 class TestConformanceOps(TestCase):
     # As PyTorch's TestCommon.test_compare_cpu: the same samples on the device
     # and on the CPU, each result through the sample's output_process_fn_grad
-    # (which fixes the signs of singular vectors, say), compared with
-    # tolerances of 1e-3.
-    @ops(op_db, allowed_dtypes=(torch.float32,))
+    # (which fixes the signs of singular vectors, say), compared.
+    @ops(op_db, allowed_dtypes=COMPARED_DTYPES)
     @with_tf32_off
     def test_compare_cpu(self, device, dtype, op):
+        self.compare_outputs(device, dtype, op)
+
+    # Operators without float32 (integer or complex ones), in one dtype they have.
+    @ops([op for op in op_db if without_float32(op)], dtypes=OpDTypes.any_one)
+    def test_compare_cpu_in_its_own_dtype(self, device, dtype, op):
+        self.compare_outputs(device, dtype, op)
+
+    def compare_outputs(self, device, dtype, op):
         for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=False), SAMPLES):
             cpu = sample.transform(to_cpu)
             expected = sample.output_process_fn_grad(op(cpu.input, *cpu.args, **cpu.kwargs))
             got = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
-            self.assertEqual(to_cpu(got), expected, exact_device=False, atol=1e-3, rtol=1e-3,
+            self.assertEqual(to_cpu(got), expected, exact_device=False, **tolerances(dtype),
                              msg=f"contract: {op.full_name} on the device computes what it computes on the CPU")
+
+
+def leaf_on_cpu(x):
+    if not isinstance(x, torch.Tensor):
+        return x
+    return x.detach().cpu().requires_grad_(x.requires_grad)
+
+
+# LITERALINCLUDE START: CONFORMANCE_GRADIENTS
+def gradients(op, sample) -> list | None:
+    """The gradients of the sum of every differentiable output (real and
+    imaginary parts of a complex one) with respect to every input that
+    requires grad; None when the sample has no such output or input."""
+    outputs = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+    differentiable = [t for t in tensors_in(outputs) if t.requires_grad]
+    inputs = [t for t in tensors_in((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
+    if not differentiable or not inputs:
+        return None
+    total = sum(torch.real(t).sum() + torch.imag(t).sum() if t.is_complex() else t.sum() for t in differentiable)
+    return list(torch.autograd.grad(total, inputs, allow_unused=True))
+# LITERALINCLUDE END: CONFORMANCE_GRADIENTS
+
+
+class TestConformanceGradients(TestCase):
+    # Backward of every OpInfo that supports autograd: the gradients the
+    # device computes equal the CPU's, for the same samples.
+    @ops([op for op in op_db if op.supports_autograd], allowed_dtypes=(torch.float32,))
+    @with_tf32_off
+    def test_gradients_match_cpu(self, device, dtype, op):
+        for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=True), SAMPLES):
+            expected = gradients(op, sample.transform(leaf_on_cpu))
+            got = gradients(op, sample)
+            self.assertEqual(to_cpu(got), expected, exact_device=False, **tolerances(dtype),
+                             msg=f"contract: {op.full_name}'s gradients on the device are the CPU's")
 
 
 def on_device(value, device):
@@ -163,4 +234,8 @@ if DEVICE is not None:  # the device under test (--conformance-device)
     configure(DEVICE)
     instantiate_device_type_tests(TestConformanceOps, globals(), only_for=DEVICE)
     instantiate_device_type_tests(TestConformanceModules, globals(), only_for=DEVICE)
+    if COMPARE_GRADIENTS:
+        instantiate_device_type_tests(TestConformanceGradients, globals(), only_for=DEVICE)
+    else:
+        del TestConformanceGradients  # not asked for: no tests, rather than tests skipped
 # LITERALINCLUDE END: CONFORMANCE_OPERATORS_INSTANTIATE
