@@ -6,12 +6,8 @@ backend works. Runs in every combination (core alone shows every layer absent)."
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import subprocess
 import sys
-import textwrap
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
@@ -25,39 +21,22 @@ LAYERS = [package for package in dev.PACKAGES if package.extra and package.layer
 pytestmark = pytest.mark.needs_packages("torch-openreg")
 
 
-def _installed(name: str) -> bool:
-    try:
-        distribution(name)
-    except PackageNotFoundError:
-        return False
-    return True
-
-
-def _child(code: str) -> dict:
-    """Runs code in a fresh interpreter (bounded) and returns the JSON it printed last."""
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, f"child failed:\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def test_every_layer_is_loaded_or_not_listed():
-    facts = _child("""
+def test_every_layer_is_loaded_or_not_listed(python, installed):
+    facts = python.json("""
         import json, torch
         print(json.dumps({"extensions": torch.openreg.extensions(),
                           "works": (torch.arange(4.0, device="openreg") + 1).cpu().tolist()}))
-    """)
+    """, timeout=180)
     for layer in LAYERS:
-        if _installed(layer.name):
+        if installed(layer.name):
             assert facts["extensions"][layer.extra] == "loaded", facts["extensions"]
         else:
             assert layer.extra not in facts["extensions"], facts["extensions"]
     assert facts["works"] == [1.0, 2.0, 3.0, 4.0]
 
 
-def test_autocast_casts_with_openreg_amp_and_says_what_to_install_without():
-    facts = _child("""
+def test_autocast_casts_with_openreg_amp_and_says_what_to_install_without(python, installed):
+    facts = python.json("""
         import json, warnings, torch
         a = torch.randn(4, 4, device="openreg")
         with warnings.catch_warnings(record=True) as caught:
@@ -65,8 +44,8 @@ def test_autocast_casts_with_openreg_amp_and_says_what_to_install_without():
             with torch.autocast("openreg", dtype=torch.float16):
                 dtype = str((a @ a).dtype)
         print(json.dumps({"dtype": dtype, "warnings": [str(w.message) for w in caught]}))
-    """)
-    if _installed("openreg-amp"):
+    """, timeout=180)
+    if installed("openreg-amp"):
         assert facts["dtype"] == "torch.float16"
         assert not [w for w in facts["warnings"] if "cast policy" in w]
     else:

@@ -5,29 +5,12 @@ still warns and keeps full precision."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from importlib.metadata import entry_points, requires, version
 from pathlib import Path
 
 import openreg_amp
 import pytest
 import torch
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def _run_python(code: str) -> dict:
-    """Runs code in a fresh interpreter (bounded) and returns its last printed JSON line."""
-    env = dict(os.environ)
-    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"child failed:\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_listed_as_a_loaded_extension():
@@ -93,15 +76,15 @@ print(json.dumps({"extensions": torch.openreg.extensions(), "dtypes": dtypes,
 """
 
 
-def test_without_openreg_amp_autocast_warns_and_keeps_full_precision():
-    facts = _run_python(_WITHOUT_AMP + _AUTOCAST_FACTS)
+def test_without_openreg_amp_autocast_warns_and_keeps_full_precision(python):
+    facts = python.json(_WITHOUT_AMP + _AUTOCAST_FACTS, timeout=120)
     assert "amp" not in facts["extensions"]
     assert facts["dtypes"] == ["torch.float32", "torch.float32"]
     assert len(facts["warnings"]) == 1 and "install torch-openreg[amp]" in facts["warnings"][0]
 
 
-def test_with_openreg_amp_autocast_casts_without_a_warning():
-    facts = _run_python(_AUTOCAST_FACTS)
+def test_with_openreg_amp_autocast_casts_without_a_warning(python):
+    facts = python.json(_AUTOCAST_FACTS, timeout=120)
     assert facts["extensions"]["amp"] == "loaded"
     assert facts["dtypes"] == ["torch.float16", "torch.float16"]
     assert facts["warnings"] == []

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 OPENREG_OVERRIDES = Path(__file__).resolve().parents[2] / "torch-openreg" / "tests" / "conformance_overrides.py"
@@ -18,14 +17,6 @@ BOUND_S = 900
 # combination (the core alone) these groups skip, with their reasons.
 ENABLED_BY = {"autocast": "openreg-amp", "grad_scaler": "openreg-amp", "distributed": "openreg-distributed",
               "onnx": "onnxruntime"}
-
-
-def installed(name: str) -> bool:
-    try:
-        distribution(name)
-    except PackageNotFoundError:
-        return False
-    return True
 
 
 def run_kit(tmp_path: Path, *args: str, defect: str | None = None) -> tuple[int, dict]:

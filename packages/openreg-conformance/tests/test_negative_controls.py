@@ -7,7 +7,7 @@ negative-control table."""
 from __future__ import annotations
 
 import pytest
-from kit_runs import ENABLED_BY, OPENREG_OVERRIDES, installed
+from kit_runs import ENABLED_BY, OPENREG_OVERRIDES
 
 # LITERALINCLUDE START: NEGATIVE_CONTROLS
 # defect -> (group, the test that must fail, words its message must contain)
@@ -71,7 +71,7 @@ def only(test: str) -> list[str]:
 
 
 @pytest.mark.parametrize("defect", sorted(CONTROLS))
-def test_the_kit_catches_the_defect(kit, defect):
+def test_the_kit_catches_the_defect(kit, installed, defect):
     group, test, words = CONTROLS[defect]
     if group in ENABLED_BY and not installed(ENABLED_BY[group]):
         pytest.skip(f"the {group} group needs {ENABLED_BY[group]}, not installed here")

@@ -8,20 +8,21 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from kit_runs import ENABLED_BY, OPENREG_OVERRIDES, installed
+from kit_runs import ENABLED_BY, OPENREG_OVERRIDES
 from openreg_conformance.groups import GROUPS
 
 NOT_HERE = {"pytorch_files": "no PyTorch checkout given"}  # no PyTorch source tree on CI's machines
 
 
-def missing_groups() -> list[str]:
+@pytest.fixture
+def missing_groups(installed) -> list[str]:
     """The groups whose layer (or onnxruntime) is not installed here."""
     return [group for group, needed in ENABLED_BY.items() if not installed(needed)]
 
 
-def test_openreg_passes_every_group_it_registers(kit, tmp_path):
-    if missing_groups():
-        pytest.skip(f"needs every layer; {', '.join(missing_groups())} cannot run here (CI runs this test in "
+def test_openreg_passes_every_group_it_registers(kit, tmp_path, missing_groups):
+    if missing_groups:
+        pytest.skip(f"needs every layer; {', '.join(missing_groups)} cannot run here (CI runs this test in "
                     "its step suite-conformance-with-every-layer)")
     code, report = kit("--overrides", str(OPENREG_OVERRIDES), "--junit", str(tmp_path / "report.xml"),
                        "--markdown", str(tmp_path / "report.md"))
@@ -45,8 +46,8 @@ def test_openreg_passes_every_group_it_registers(kit, tmp_path):
     assert "| device | required | passed |" in (tmp_path / "report.md").read_text()
 
 
-def test_without_a_layer_its_groups_skip_with_the_reason(kit):
-    missing = missing_groups()
+def test_without_a_layer_its_groups_skip_with_the_reason(kit, missing_groups):
+    missing = missing_groups
     if not missing:
         pytest.skip("every layer is installed here; the kit's combination (the core alone) runs this test")
     code, report = kit("--groups", "device", *missing)

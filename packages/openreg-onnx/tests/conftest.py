@@ -1,10 +1,10 @@
 """Fixtures for the openreg-onnx tests, most of them torch-openreg's own.
 
-torch-openreg's tests/conftest.py is loaded by path (no tests directory is a
-package) for its device-state check (every test starts on openreg:0 and must
-give back the device memory it took) and its subprocess runner; the models
-are those of torch-openreg's tests/test_training.py. Here, the CPU fallback
-is in 'error' mode: an operator that would leave the device fails the test.
+Every test runs under the repository's device-state check (the root's
+conftest.py: it starts on openreg:0 and must give back the device memory
+it took) with the CPU fallback in 'error' mode: an operator that would
+leave the device fails the test. The models are those of torch-openreg's
+tests/test_training.py, loaded by path (no tests directory is a package).
 """
 
 from __future__ import annotations
@@ -29,18 +29,11 @@ def _load(name: str, path: Path) -> ModuleType:
     return sys.modules[name]
 
 
-_core = _load("openreg_core_conftest", CORE_TESTS / "conftest.py")
 training = _load("openreg_core_training", CORE_TESTS / "test_training.py")
-
-# Fixtures and the report hook the device-state check needs, as torch-openreg's tests use them.
-_clean_device_state = _core._clean_device_state
-pytest_runtest_makereport = _core.pytest_runtest_makereport
-python = _core.python
-REPO_ROOT = _core.REPO_ROOT
 
 
 @pytest.fixture(autouse=True)
-def _fallback_is_an_error():
+def _fallback_is_an_error(openreg_device_state):
     previous = torch.openreg.get_fallback_mode()
     torch.openreg.set_fallback_mode("error")
     yield

@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -262,17 +260,14 @@ def raises_or():
 
 
 @pytest.fixture
-def run_python():
-    """Runs Python code in a fresh interpreter (the venv's) with extra
-    environment variables; OPENREG_* variables of this process are dropped
-    unless given. Returns the CompletedProcess (text mode)."""
+def run_python(python):
+    """Runs Python code in a fresh interpreter (the root conftest's ``python``)
+    with extra environment variables; OPENREG_* variables of this process are
+    dropped unless given. Returns the CompletedProcess, whatever its status."""
 
     def run(code: str, env: dict[str, str] | None = None, timeout: float = 60):
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-        child_env.update(env or {})
-        return subprocess.run(
-            [sys.executable, "-c", code], env=child_env, capture_output=True,
-            text=True, timeout=timeout)
+        dropped = {name: None for name in os.environ if name.startswith("OPENREG_")}
+        return python.run(code, env={**dropped, **(env or {})}, timeout=timeout, check=False)
 
     return run
 

@@ -4,12 +4,9 @@ Every test runs under two autouse fixtures:
 
 * ``_quiet_fallback`` puts the CPU fallback in 'silent' mode (the fallback
   tests set the mode they test themselves) and restores the previous mode;
-* ``_clean_device_state`` starts the test on openreg:0 with the default
-  streams current and afterwards waits for both devices, restores that
-  state, and asserts that ``memory_allocated`` of both devices is back to
-  its value at the start of the test, after gc.collect() if needed (a test
-  that leaks device memory, or a backend that loses track of a free, fails
-  here; a test that already failed is not reported twice).
+* ``_clean_device_state``: the repository's ``openreg_device_state`` (the
+  root's conftest.py): the test starts on openreg:0 with the default streams
+  current and must give back the device memory it took.
 
 Blocking a stream deterministically (never by timing) is done with ``Gate``:
 a kernel, launched through openreg_runtime onto a torch stream, that waits
@@ -17,21 +14,13 @@ until the test opens it. The ``gate`` fixture opens every gate at teardown,
 so a failing test cannot hang the suite.
 
 Anything that needs a fresh interpreter or environment variables runs in a
-subprocess through ``run_python`` (always with a timeout, never from inside
-the package's source directory).
+subprocess through the root conftest's ``python`` fixture (always with a
+timeout, never from inside the package's source directory).
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
-import time
-from pathlib import Path
 
 import openreg_runtime
 import pytest
@@ -41,9 +30,6 @@ DEVICES = (0, 1)
 # A gate waits at most this long; a test that forgets to open it then fails
 # (timed_out is set) instead of hanging.
 GATE_TIMEOUT_S = 15.0
-# The repository root: subprocesses run here, never inside the package
-# directory, whose torch_openreg/ would shadow the installed package.
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 # ------------------------------------------------------------------- gates
@@ -98,106 +84,12 @@ def _quiet_fallback():
     torch.openreg.set_fallback_mode(previous)
 
 
-def _reset_device_state() -> None:
-    for device in DEVICES:
-        torch.openreg.set_stream(torch.openreg.default_stream(device))
-    torch.openreg.set_device(0)
-
-
-def _allocated() -> dict[int, int]:
-    return {d: torch.openreg.memory_allocated(d) for d in DEVICES}
-
-
-def _wait_for_allocated(expected: dict[int, int], seconds: float = 2.0) -> dict[int, int]:
-    """The allocated bytes once they equal expected, or after `seconds`.
-
-    A backward pass runs on the autograd engine's thread for the device,
-    which drops its last references to the pass's buffers just after
-    `backward()` has returned (on CUDA too). So a count that is still off
-    right after a test may be that thread finishing, not a leak; a leak is
-    still off seconds later.
-    """
-    deadline = time.monotonic() + seconds
-    while (after := _allocated()) != expected and time.monotonic() < deadline:
-        time.sleep(0.001)
-    return after
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    if call.when == "call":
-        item.openreg_call_failed = outcome.get_result().failed
-
-
 @pytest.fixture(autouse=True)
-def _clean_device_state(request):
-    _reset_device_state()
-    baseline = _allocated()  # the previous test's teardown collected its garbage
+def _clean_device_state(openreg_device_state):
     yield
-    for device in DEVICES:
-        torch.openreg.synchronize(device)
-    _reset_device_state()
-    after = _allocated()
-    if after != baseline:  # gc.collect() is slow: only when reference counting did not suffice
-        gc.collect()
-        after = _wait_for_allocated(baseline)
-    if getattr(request.node, "openreg_call_failed", False):
-        return  # the failure's traceback keeps its tensors alive: nothing more to report
-    assert after == baseline, f"device memory not returned: before {baseline}, after {after}"
 
 
 # ------------------------------------------------------------- subprocesses
-
-
-def run_python(code: str | Path, *, env: dict[str, str] | None = None, timeout: float = 60,
-               cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Runs ``code`` (source text, or a script file) in a fresh interpreter of
-    this venv and returns the result.
-
-    ``env`` entries are added to (or, with value None, removed from) a copy of
-    this process's environment. With ``check`` a non-zero exit fails the test
-    with the child's output.
-    """
-    full_env = dict(os.environ)
-    full_env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
-    for key, value in (env or {}).items():
-        if value is None:
-            full_env.pop(key, None)
-        else:
-            full_env[key] = value
-    command = [sys.executable, str(code)] if isinstance(code, Path) else \
-        [sys.executable, "-c", textwrap.dedent(code)]
-    result = subprocess.run(command, env=full_env,
-                            cwd=str(cwd or REPO_ROOT), capture_output=True, text=True,
-                            timeout=timeout)
-    if check:
-        assert result.returncode == 0, (
-            f"child failed ({result.returncode})\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
-    return result
-
-
-def last_json_line(result: subprocess.CompletedProcess):
-    """The JSON object a child printed as its last stdout line."""
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert lines, f"child printed nothing\nstderr:\n{result.stderr}"
-    return json.loads(lines[-1])
-
-
-class _Python:
-    """What the ``python`` fixture gives tests: run(code, ...) and json(code, ...)."""
-
-    run = staticmethod(run_python)
-
-    @staticmethod
-    def json(code: str | Path, **kwargs):
-        return last_json_line(run_python(code, **kwargs))
-
-
-@pytest.fixture(scope="session")
-def python():
-    return _Python()
 
 
 # Facts about a fresh interpreter that only ran `import torch`, gathered
@@ -239,8 +131,8 @@ print(json.dumps(facts))
 
 
 @pytest.fixture(scope="session")
-def fresh_facts():
-    return last_json_line(run_python(_FRESH_FACTS))
+def fresh_facts(python):
+    return python.json(_FRESH_FACTS)
 
 
 # ------------------------------------ fixtures of the registration scenarios
