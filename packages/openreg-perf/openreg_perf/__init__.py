@@ -13,7 +13,9 @@ which the report reads (report.py). Profiles are data files (profile.py, profile
 
 from __future__ import annotations
 
+import collections
 import functools
+import math
 import numbers
 import traceback
 import warnings
@@ -21,9 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .assumptions import Assumption, assume
 from .profile import Profile, ProfileError, list_profiles, load_profile
 
-__all__ = ["Profile", "ProfileError", "Run", "devices_for", "list_profiles", "load_profile", "simulate"]
+__all__ = ["Assumption", "Profile", "ProfileError", "Run", "assume", "devices_for", "list_profiles", "load_profile",
+           "simulate"]
 
 
 # torch-openreg's Note [Values read in timing-only mode]: in timing-only mode this check finds no
@@ -40,7 +44,8 @@ class Run:
     region (as PyTorch's max_memory_allocated counts it). report: the region's figures
     (report.RegionReport). kernels and report are made when first read: a program that wants only
     the time does not pay for them. partial: the region raised (error, as "TypeError: ..."), and the
-    prediction covers what it ran up to that point."""
+    prediction covers what it ran up to that point. assumptions: each data-dependent size the region
+    took from openreg_perf.assume (Note [Assumed selections])."""
 
     def __init__(self, profile: Profile, ranks: int, executed: bool, host: str = "profile"):
         self.profile, self.ranks, self.executed, self.host = profile, ranks, executed, host
@@ -51,6 +56,7 @@ class Run:
         self.partial, self.error = False, None
         self.values_read_as_nan = 0  # reads of a value NaN stood for (Note [Values read in timing-only mode])
         self.timing_only = not executed  # the region ran in timing-only mode (also when it was on before)
+        self.assumptions: list[Assumption] = []
 
     def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
@@ -95,6 +101,7 @@ class Run:
             profile = load_profile(profile)
         other = Run(profile or self.profile, ranks, self.executed, host)
         other.timing_only, other.values_read_as_nan = self.timing_only, self.values_read_as_nan
+        other.assumptions = self.assumptions
         other._finish(self.trace, self.memory, self.error)
         return other
 
@@ -114,6 +121,10 @@ class Run:
         if checks:
             text += (f"\n  assumed            no gradient overflows: GradScaler's {checks} non-finite checks found "
                      f"none, and it stepped (timing-only mode computes no gradient)")
+        for (operator, candidates, selected), count in collections.Counter(
+                (a.operator, a.candidates, a.selected) for a in self.assumptions).items():
+            text += (f"\n  assumed            {operator} selected {selected} of {math.prod(candidates)} candidates "
+                     f"{candidates}, {count} times (openreg_perf.assume)")
         return text
 
     def export_chrome_trace(self, path: str | Path) -> None:
@@ -149,7 +160,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     exception goes on."""
     import torch
 
-    from . import capture
+    from . import assumptions, capture
     from .memory import MemoryWatch
 
     # Checked before the program runs: a typo must not cost the user their program's run.
@@ -166,7 +177,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     timing_only = torch.openreg.is_timing_only()
     run.timing_only = timing_only or not execute
     torch.openreg.set_timing_only(run.timing_only, strict=strict)
-    reads_before = torch.openreg.values_read_as_nan()
+    reads_before, assumed_before = torch.openreg.values_read_as_nan(), len(assumptions.ASSUMED)
     raised = None
     try:
         with MemoryWatch(devices) as memory, capture.record(devices) as trace:
@@ -177,6 +188,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     finally:
         torch.openreg.set_timing_only(timing_only)
     run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
+    run.assumptions = assumptions.ASSUMED[assumed_before:]
     trace.host_pauses_ns = sorted(memory.pauses_ns)
     if raised is None:
         run._finish(trace, memory.splits)
@@ -193,6 +205,10 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException) -> None
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
         error.add_note(f"openreg_perf: {_value_read_refusal(how)}")
+    elif _DATA_DEPENDENT_SIZE in str(error) and run.timing_only:
+        error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
+                       "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
+                       "fraction of its candidates selected (Note [Assumed selections])")
     try:
         run._finish(trace, memory, _one_line(error))
     except Exception as failure:  # noqa: BLE001 - any failure of ours must not hide the user's
@@ -215,6 +231,7 @@ def _one_line(error: BaseException) -> str:
 # torch-openreg), and a read by the calls it names or by torch's formatter on the way to it.
 _TIMING_ONLY_REFUSAL = "needs values of device memory, and openreg runs in timing-only mode"
 _VALUE_READS = ("aten::_local_scalar_dense", "a copy from an openreg tensor to the CPU")
+_DATA_DEPENDENT_SIZE = "its output shape depends on the data"
 
 
 def _value_read_refusal(how: str) -> str:

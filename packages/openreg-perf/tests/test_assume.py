@@ -1,0 +1,92 @@
+"""openreg_perf.assume (Note [Assumed selections]): in timing-only mode an operator whose output size
+depends on the data takes the size the user states, the run lists each assumption, and without one the
+refusal says how to state it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openreg_perf
+import pytest
+import torch
+import torch.nn as nn
+
+
+@pytest.fixture
+def profile(tmp_path) -> Path:
+    """The H100's figures on devices of this process's capacity (timing-only mode needs them equal)."""
+    path = tmp_path / "h100-this-capacity.toml"
+    capacity = torch.openreg.mem_get_info()[1]
+    path.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
+        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+    return path
+
+
+def test_every_data_dependent_selection_takes_the_stated_fraction(profile):
+    x = torch.randn(8, 4, device="openreg")
+    mask, rows = x > 0, x[:, 0] > 0
+    with openreg_perf.simulate(profile, execute=False) as run, openreg_perf.assume(selected=0.25):
+        shapes = {"nonzero": mask.nonzero().shape, "where": torch.where(mask)[1].shape,
+                  "argwhere": torch.argwhere(mask).shape, "mask": x[mask].shape, "rows": x[rows].shape,
+                  "masked_select": torch.masked_select(x, rows[:, None]).shape}
+        x[mask] = 0.0
+    assert shapes == {"nonzero": (8, 2), "where": (8,), "argwhere": (8, 2), "mask": (8,), "rows": (2, 4),
+                      "masked_select": (8,)}
+    assert [(a.operator, a.candidates, a.selected) for a in run.assumptions] == [
+        ("aten::nonzero", (8, 4), 8), ("aten::nonzero", (8, 4), 8), ("aten::nonzero", (8, 4), 8),
+        ("aten::index", (8, 4), 8), ("aten::index", (8,), 2), ("aten::masked_select", (8, 4), 8),
+        ("aten::index_put_", (8, 4), 8)]
+    assert "aten::nonzero selected 8 of 32 candidates (8, 4), 3 times (openreg_perf.assume)" in run.summary()
+    assert any(kernel.op == "aten::nonzero_static" for kernel in run.kernels)  # the selection is priced
+
+
+def test_without_an_assumption_the_refusal_says_how_to_state_one(profile):
+    x = torch.randn(8, 4, device="openreg")
+    with pytest.raises(RuntimeError, match="output shape depends on the data") as refusal:
+        with openreg_perf.simulate(profile, execute=False) as run:
+            x[x > 0]
+    assert "openreg_perf.assume(selected=FRACTION)" in "".join(refusal.value.__notes__)
+    assert run.partial
+
+
+def test_an_executed_region_selects_what_its_data_selects():
+    x = torch.randn(64, 4, device="openreg")
+    with openreg_perf.simulate("h100-sxm") as run, openreg_perf.assume(selected=0.25):
+        selected = x[x > 0]
+    torch.testing.assert_close(selected.cpu(), x.cpu()[x.cpu() > 0])
+    assert run.assumptions == []
+
+
+class MixtureOfExperts(nn.Module):
+    """Top-k routing as Mixtral writes it: each expert takes the tokens that chose it."""
+
+    def __init__(self, width: int = 64, experts: int = 8, top_k: int = 2):
+        super().__init__()
+        self.router = nn.Linear(width, experts)
+        self.experts = nn.ModuleList(nn.Linear(width, 4 * width) for _ in range(experts))
+        self.top_k = top_k
+
+    def forward(self, x):
+        weights, chosen = self.router(x).softmax(-1).topk(self.top_k, dim=-1)
+        out = torch.zeros(x.shape[0], 4 * x.shape[1], device=x.device)
+        for number, expert in enumerate(self.experts):
+            token, slot = torch.where(chosen == number)
+            out.index_add_(0, token, expert(x[token]) * weights[token, slot, None])
+        return out
+
+
+def test_a_mixture_of_experts_is_predicted_with_uniform_routing(profile):
+    layer, x = MixtureOfExperts().to("openreg"), torch.randn(256, 64, device="openreg")
+    with openreg_perf.simulate(profile, execute=False) as run, openreg_perf.assume(selected=1 / 8):
+        layer(x).sum().backward()
+    # Uniform top-2 routing over 8 experts: 256 * 2 / 8 = 64 tokens for each expert, forward and backward.
+    assert [a.selected for a in run.assumptions] == [64] * 8
+    experts = [k.shapes for k in run.kernels if k.op == "aten::addmm" and list(k.shapes[1]) == [64, 64]]
+    assert len(experts) == 8, [k.shapes for k in run.kernels if k.op == "aten::addmm"]
+    assert "aten::nonzero selected 64 of 512 candidates (256, 2), 8 times" in run.summary()
+
+
+def test_a_fraction_outside_zero_to_one_is_refused():
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        with openreg_perf.assume(selected=1.5):
+            pass
