@@ -14,7 +14,10 @@ rules follow for the C++ includes:
   3. torch-openreg's runtime/ never includes graphs/, profiler/, aten/,
      compile/ or python/ (what the device is does not depend on what uses it);
   4. a layer package includes torch-openreg only through its public headers
-     (include/torch_openreg/), never a source file.
+     (include/torch_openreg/), never a source file;
+  5. only a file named platform_<os> includes a system header of an OS
+     (unistd.h, pthread.h, dlfcn.h, sys/..., windows.h, ...): every other
+     file is portable C++ (Note [Platform calls] in each package).
 tools/size_report.py counts plain and speed lines with the same tags.
 
     python3.11 tools/layering.py     prints each broken rule; exits 1 if any
@@ -43,6 +46,9 @@ VENDOR_TAGS = ("copy", "replace", "skip")
 # torch-openreg's folders that runtime/ may not include.
 ABOVE_THE_RUNTIME = ("graphs", "profiler", "aten", "compile", "python")
 CORE = ("openreg-runtime", "torch-openreg")
+# The headers of an operating system rather than of C, C++ or a library: POSIX's, Linux's, macOS's, Windows'.
+SYSTEM_HEADER = re.compile(r"^(unistd|signal|pthread|dlfcn|fcntl|poll|sched|semaphore|spawn|dirent|termios|netdb"
+                           r"|windows|winsock2|io|process|malloc)\.h$|^(sys|linux|mach|arpa|netinet)/")
 
 
 def is_speed_layer(path: Path) -> bool:
@@ -200,6 +206,10 @@ def broken_rules(root: Path = ROOT) -> list[str]:
                     and "include" != target.parts[2]):
                 problems.append(f"{where}, a torch-openreg source, from a layer package (rule 4: use the "
                                 "public headers of include/torch_openreg/)")
+            # An example program (c_examples/) may use its OS: the rule is about what packages build.
+            if (SYSTEM_HEADER.search(inc.target) and not source.name.startswith("platform_")
+                    and "c_examples" not in source.parts):
+                problems.append(f"{where}, a system header, outside the package's platform_<os> files (rule 5)")
     return problems
 
 

@@ -119,3 +119,17 @@ def test_a_package_without_a_map_is_caught(tree):
     (tree / "packages" / "openreg-amp" / "README.md").write_text("# openreg-amp\n")
     (found,) = layering.broken_rules(tree)
     assert "no SOURCE_MAP block for openreg-amp" in found
+
+
+@pytest.mark.parametrize("header", ["<unistd.h>", "<sys/mman.h>", "<windows.h>", "<pthread.h>"])
+def test_a_system_header_outside_a_platform_file_is_caught(tree, header):
+    (found,) = _break(tree, "packages/openreg-amp/csrc/Kernels.cpp", header)
+    assert "rule 5" in found and f"includes {header[1:-1]}" in found
+
+
+def test_a_platform_file_may_include_system_headers(tree):
+    platform = tree / "packages" / "openreg-amp" / "csrc" / "platform_posix.cpp"
+    platform.write_text("#include <unistd.h>\n#include <sys/mman.h>\n")
+    (tree / "packages" / "openreg-amp" / "README.md").write_text(
+        LAYER_MAP.replace("<!-- SOURCE_MAP END -->", "| `csrc/platform_posix.cpp` | copy | the OS |\n<!-- SOURCE_MAP END -->"))
+    assert layering.broken_rules(tree) == []

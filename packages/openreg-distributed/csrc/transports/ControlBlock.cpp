@@ -2,18 +2,15 @@
 // (ControlBlock.h).
 #include "ControlBlock.h"
 
+#include "../Platform.h"
+
 #include <openreg/openreg.hpp>
 
 #include <c10/util/Exception.h>
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -54,16 +51,6 @@ void publish(uint64_t* counter, uint64_t value) {
 
 uint64_t signatureHash(const std::string& signature) { return std::hash<std::string>{}(signature); }
 
-// Whether process pid is gone (exited, or a zombie waiting to be reaped).
-bool processExited(int32_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t close = line.rfind(')');  // the command name may hold spaces
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
-
 }  // namespace
 
 struct ControlBlock::Region {
@@ -94,7 +81,7 @@ void ControlBlock::allocate() {
   openreg::check(orMalloc(&mine_, sizeof(Region)));
   openreg::check(orMemset(mine_, 0, sizeof(Region)));
   // The pid lets peers tell a rank that exited from one that is late.
-  int32_t pid = static_cast<int32_t>(getpid());
+  int32_t pid = platform::processId();
   openreg::check(orMemcpy(static_cast<char*>(mine_) + offsetof(Region, pid), &pid, sizeof(pid), orMemcpyHostToDevice));
   orIpcMemHandle_t handle;
   openreg::check(orIpcGetMemHandle(&handle, mine_));
@@ -146,7 +133,7 @@ std::string ControlBlock::lateRanks(uint64_t Region::*field, const std::vector<i
   for (int r : ranks) {
     if (r == rank_ || __atomic_load_n(&(regions_[r]->*field), __ATOMIC_ACQUIRE) >= target) continue;
     int32_t pid = __atomic_load_n(&regions_[r]->pid, __ATOMIC_ACQUIRE);
-    late += (late.empty() ? "" : ", ") + std::to_string(r) + (pid && processExited(pid) ? " (its process exited)" : "");
+    late += (late.empty() ? "" : ", ") + std::to_string(r) + (pid && platform::processExited(pid) ? " (its process exited)" : "");
   }
   return late;
 }

@@ -4,9 +4,10 @@
 // the openreg device the package is loaded for, and puts the weights in that
 // device's memory. Not here: the kernels' launch (AotLaunch.cpp) or the code
 // the model runs (torch_openreg/_compile/aot_inductor.py generates it).
+#include "runtime/Platform.h"
+
 #include <Python.h>
 #include <c10/core/DeviceGuard.h>
-#include <dlfcn.h>
 #include <torch_openreg/Version.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 
@@ -82,11 +83,7 @@ class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
   // API's MAJOR version (aot_inductor.py, kernel_api_record). Refuse a model
   // of another MAJOR before its constant folding launches anything.
   static const std::string& builtForThisKernelApi(const std::string& model_so_path) {
-    void* library = dlopen(model_so_path.c_str(), RTLD_LAZY | RTLD_LOCAL);
-    TORCH_CHECK(library != nullptr, "cannot load the AOTInductor model ", model_so_path, ": ", dlerror());
-    auto recorded = reinterpret_cast<int (*)()>(dlsym(library, "torch_openreg_model_kernel_api_major"));
-    int major = recorded != nullptr ? recorded() : -1;
-    dlclose(library);
+    int major = platform::callLibraryFunction(model_so_path, "torch_openreg_model_kernel_api_major");
     TORCH_CHECK(major == TORCH_OPENREG_API_VERSION_MAJOR, "this AOTInductor package was built for torch-openreg's "
                 "kernel API ", major < 0 ? std::string("of a torch-openreg that did not record it") : std::to_string(major) + ".x",
                 ", and this torch-openreg has kernel API ", TORCH_OPENREG_API_VERSION_MAJOR, ".",

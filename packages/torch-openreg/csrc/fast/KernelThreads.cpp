@@ -6,12 +6,12 @@
 // figures of the second note are in docs/appendix/host-fast-path.md.
 #include "fast/KernelThreads.h"
 
+#include "runtime/Platform.h"
+
 #include <ATen/Config.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <torch_openreg/Kernel.h>
 
 #include <memory>
@@ -60,12 +60,6 @@ struct KernelThreads {
 thread_local KernelThreads kernelThreads;
 // LITERALINCLUDE END: KERNEL_THREADS
 
-// Asked for every kernel a host thread runs: the system call is made once per thread.
-bool onMainThread() {
-  thread_local const bool isMain = getpid() == static_cast<pid_t>(syscall(SYS_gettid));
-  return isMain;
-}
-
 // One thread for the kernel's CPU code, or back to the team outside it.
 void keepToThisThread(bool alone) {
   KernelThreads& state = kernelThreads;
@@ -88,7 +82,7 @@ KernelThreadsScope::KernelThreadsScope(bool onWorker) : outermost_(!kernelThread
   // A split reduction rounds differently from one on one thread, so which
   // thread runs a kernel would change its results in the last bits from
   // one run to the next; torch.use_deterministic_algorithms(True) rules it out.
-  state.mayUseTeam = !onWorker && onMainThread() && !at::globalContext().deterministicAlgorithms();
+  state.mayUseTeam = !onWorker && platform::onMainThread() && !at::globalContext().deterministicAlgorithms();
   state.operandBytes = 0;
   keepToThisThread(true);
 }

@@ -38,11 +38,11 @@
 #include "fast/ScratchAllocator.h"
 
 #include "fast/FastPaths.h"
+#include "runtime/Platform.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
-#include <pthread.h>
 
 #include <algorithm>
 #include <map>
@@ -110,7 +110,7 @@ class ScratchAllocator final : public c10::Allocator {
   }
 
   // A stream worker may hold mutex_ when the process forks; the child's only
-  // thread must not inherit it locked (pthread_atfork, below).
+  // thread must not inherit it locked (platform::aroundFork, below).
   void lockForFork() { mutex_.lock(); }
   void unlockAfterFork() { mutex_.unlock(); }
 
@@ -212,8 +212,8 @@ ScratchAllocator& scratchAllocator() {
   if (!speedLayersRequested()) return false;  // the plain path leaves the CPU allocator alone
   if (c10::GetCPUAllocator()->raw_deleter() == nullptr) return false;  // cannot wrap it: leave it alone
   c10::SetCPUAllocator(&scratchAllocator());
-  pthread_atfork([] { scratchAllocator().lockForFork(); }, [] { scratchAllocator().unlockAfterFork(); },
-                 [] { scratchAllocator().unlockAfterFork(); });
+  platform::aroundFork([] { scratchAllocator().lockForFork(); }, [] { scratchAllocator().unlockAfterFork(); },
+                       [] { scratchAllocator().unlockAfterFork(); });
   return true;
 }();
 // LITERALINCLUDE END: REGISTER_SCRATCH_ALLOCATOR

@@ -8,7 +8,6 @@
 // library depends on no torch-openreg header at run time and no C++ ABI.
 #pragma once
 
-#include <dlfcn.h>
 #include <stdint.h>
 #ifdef __cplusplus
 #include <stdexcept>
@@ -17,6 +16,7 @@
 
 #include "Export.h"  // quoted: a model's wrapper includes this header by its path
 #include "Version.h"  // the kernel API version a model records (aot_inductor.py, kernel_api_record)
+#include "platform_symbols.h"  // torch_openreg_find_symbol: how a model finds the launch function
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,14 +59,6 @@ typedef void (*TorchOpenRegKernelEntry)(void* const* params);
 TORCH_OPENREG_API AOTITorchError torch_openreg_launch_kernel(const char* name, TorchOpenRegKernelEntry entry,
                                                              const TorchOpenRegKernelArg* args, int64_t num_args);
 
-// Finds a symbol of the libtorch_openreg.so the process has already loaded
-// (importing torch_openreg, or linking the library, loads it; dlopen only
-// finds it again, RTLD_NOLOAD), so a model's library needs no link to it.
-// Returns NULL when the library is not loaded or lacks the symbol.
-static inline void* torch_openreg_find_symbol(const char* symbol) {
-  void* library = dlopen("libtorch_openreg.so", RTLD_NOW | RTLD_NOLOAD);
-  return library ? dlsym(library, symbol) : NULL;
-}
 // LITERALINCLUDE END: AOT_LAUNCH_ABI
 
 // The C shims of the operators an openreg model calls outside its generated
