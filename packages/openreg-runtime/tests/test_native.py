@@ -1,6 +1,7 @@
 """Native programs built against the installed headers and libopenreg: the C
-examples in c_examples/ and a C++17 program using openreg.hpp. Not
-sanitizer-safe (they compile and run separate programs)."""
+examples in c_examples/, a C++17 program using openreg.hpp, and the C API's
+own test suite in C++ (native/c_api_suite.cpp). Not sanitizer-safe (they
+compile and run separate programs)."""
 
 import os
 import subprocess
@@ -11,6 +12,7 @@ import openreg_runtime as ort
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "c_examples"
+NATIVE_SUITE = Path(__file__).resolve().parent / "native" / "c_api_suite.cpp"
 
 
 def build(compiler: list[str], source: Path, output: Path) -> Path:
@@ -96,3 +98,23 @@ def test_header_compiles_as_plain_c(tmp_path, standard):
         "}\n")
     binary = build(["cc", f"-std={standard}", "-pedantic"], source, tmp_path / "probe")
     assert run(binary).returncode == 0
+
+
+def test_the_c_api_suite_passes_natively(tmp_path):
+    # Devices, memory and capacity, a host fault named, kernels, streams, events, sticky errors,
+    # graphs and IPC, from C++ alone: the program a port to another platform runs first.
+    binary = build(["c++", "-std=c++17"], NATIVE_SUITE, tmp_path / "c_api_suite")
+    result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "11 passed, 0 failed" and all(line.startswith("PASS ") for line in lines[:-1]), lines
+
+
+def test_the_c_api_suite_reports_what_fails(tmp_path):
+    binary = build(["c++", "-std=c++17"], NATIVE_SUITE, tmp_path / "c_api_suite")
+    result = subprocess.run([str(binary), "devices_are_counted_and_selected"], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path, env={**os.environ, "OPENREG_DEVICE_COUNT": "1"})
+    assert result.returncode == 1
+    failure, summary = result.stdout.splitlines()
+    assert failure.startswith(f"FAIL devices_are_counted_and_selected: {NATIVE_SUITE}:")
+    assert failure.endswith(": count >= 2") and summary == "0 passed, 1 failed"
