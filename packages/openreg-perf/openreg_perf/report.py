@@ -90,7 +90,8 @@ def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionR
     priced = [item for item in work if item.cost is not None]
     flops = sum(item.cost.flops for item in priced)
     roofline = sum(roofline_seconds(item.cost, item.precision, profile) for item in priced)
-    unknown = sorted({item.work.op.name for item in priced if not item.cost.known})
+    # A collective is priced by the collective model, never by its operator's cost rule.
+    unknown = sorted({item.work.op.name for item in priced if not item.cost.known and item.category != "collective"})
     total = timeline.total_s
     utilisation = _flop_utilisation(priced, devices, total, profile)
     class_seconds: dict[str, float] = {}

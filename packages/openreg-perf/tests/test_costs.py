@@ -188,6 +188,16 @@ def test_efficient_attention_not_causal_with_longer_keys():
     assert result.precision == "bf16"
 
 
+def test_grouped_query_attention_counts_the_query_heads():
+    # enable_gqa: 8 query heads share 2 key and value heads; the work is the query heads', the bytes read
+    # the smaller key and value.
+    query, keys = [1, 8, 16, 8], [1, 2, 16, 8]
+    result = cost("aten::_scaled_dot_product_fused_attention_overrideable", [query, keys, keys, [], [], [], [], []],
+                  [BF16, BF16, BF16, "", "Scalar", "Scalar", "Scalar", ""],
+                  [None, None, None, None, 0.0, False, False, None])
+    check(result, 2 * 8 * 16 * 16 * 16, (1024 + 2 * 256) * 2, 1024 * 2 + 8 * 16 * 4, "attention")
+
+
 def test_scaled_dot_product_attention_prices_like_its_kernel():
     composite = cost("aten::scaled_dot_product_attention", [QKV, QKV, QKV, [], [], [], [], []],
                      [F32, F32, F32, "", "Scalar", "Scalar", "", "Scalar"],

@@ -188,6 +188,8 @@ def test_collectives_take_the_alpha_beta_time_of_their_rank_count():
         item = by_correlation(replay(program.trace, H100, ranks=ranks))[k.correlation]
         assert item.category == "collective"
         assert item.seconds == pytest.approx(collective_seconds("all_reduce", nbytes, ranks, H100))
+    # Priced by the collective model: not listed among the operators the default rule priced.
+    assert region_report(replay(program.trace, H100, ranks=8), H100, {}).unknown_operators == []
 
 
 def test_an_unknown_operator_gets_the_default_cost_and_is_listed():

@@ -84,6 +84,35 @@ def test_each_pass_of_the_fused_path_is_one_kernel():
     assert not any("bmm" in name or "softmax" in name for names in kernels for name in names)
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grouped_query_attention_takes_the_fused_path_and_matches_cpu(is_causal):
+    # enable_gqa: 6 query heads share 2 key and value heads, 3 each, as Llama's and Mistral's do; the
+    # gradients of a shared head are the sums over its group.
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    qo, ko, vo = q.to("openreg"), k.to("openreg"), v.to("openreg")
+    assert torch._fused_sdp_choice(qo, ko, vo, enable_gqa=True) == SDPBackend.OVERRIDEABLE.value
+    with RecordAtenCalls() as calls:
+        run("openreg", q, k, v, is_causal=is_causal, enable_gqa=True)
+    assert "_scaled_dot_product_fused_attention_overrideable_backward.default" in calls.names
+    assert not any("softmax" in name for name in calls.names)
+    expected = run("cpu", q, k, v, is_causal=is_causal, enable_gqa=True)
+    actual = run("openreg", q, k, v, is_causal=is_causal, enable_gqa=True)
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_unequal_heads_without_enable_gqa_are_refused_as_on_the_cpu():
+    q, k = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 3, 8)
+    qo, ko = q.to("openreg"), k.to("openreg")
+    assert torch._fused_sdp_choice(qo, ko, ko) == SDPBackend.MATH.value
+    with pytest.raises(RuntimeError) as cpu:
+        F.scaled_dot_product_attention(q, k, k)
+    with pytest.raises(RuntimeError) as device:
+        F.scaled_dot_product_attention(qo, ko, ko)
+    assert str(device.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
 def test_dropout_and_bool_masks_use_the_math_path_and_match_shapes():
     q = torch.randn(1, 2, 4, 8)
     qo = q.to("openreg")

@@ -194,7 +194,10 @@ def _attention(name: str, args: _Args) -> Cost:
     """Query [..., L, E], key [..., S, E], value [..., S, Ev]: 2*L*S*(E+Ev) FLOPs per head, fewer if causal."""
     backward = name in ATTENTION_BACKWARD
     query, key, value = args.tensor("query"), args.tensor("key"), args.tensor("value")
-    heads = math.prod(broadcast(query.shape[:-2], key.shape[:-2]))
+    # Batch and heads as broadcast, where grouped-query attention (enable_gqa) has more query heads
+    # than key heads, each key head serving a group of them: the query's count is the work.
+    heads = math.prod(max(q, k) for q, k in zip(query.shape[:-2], key.shape[:-2], strict=True)) \
+        if len(query.shape) == len(key.shape) else math.prod(broadcast(query.shape[:-2], key.shape[:-2]))
     length, depth = query.shape[-2], query.shape[-1]
     source_length, value_depth = key.shape[-2], value.shape[-1]
     pairs = _attended_pairs(length, source_length, bool(args.value("is_causal")))

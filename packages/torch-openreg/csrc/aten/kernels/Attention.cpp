@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch_openreg/Kernel.h>
@@ -63,17 +64,38 @@ at::Tensor emptyInLayoutOf(at::IntArrayRef sizes, const at::Tensor& like) {
   return at::empty_strided(sizes, strides, like.options());
 }
 
+// LITERALINCLUDE START: GROUPED_QUERY_HEADS
+// Grouped-query attention (enable_gqa): key and value have fewer heads than
+// the query, each serving a group of query heads, as CUDA's flash attention
+// takes them without copies. Inside a kernel body: each key or value head
+// repeated for its group, and a gradient for the repeated heads summed back
+// onto the head it came from.
+at::Tensor forEachQueryHead(const at::Tensor& keyOrValue, int64_t queryHeads) {
+  int64_t groups = queryHeads / keyOrValue.size(1);
+  return groups == 1 ? keyOrValue : keyOrValue.repeat_interleave(groups, 1);
+}
+
+at::Tensor backToItsHeads(const at::Tensor& grad, int64_t heads) {
+  int64_t groups = grad.size(1) / heads;
+  if (groups == 1) return grad;
+  std::vector<int64_t> grouped{grad.size(0), heads, groups, grad.size(2), grad.size(3)};
+  return grad.reshape(grouped).sum(2);
+}
+// LITERALINCLUDE END: GROUPED_QUERY_HEADS
+
 }  // namespace
 
-// Fused path for what it supports (4-d inputs, equal head counts, no
-// dropout, a floating or no mask); the math path of PyTorch otherwise.
+// Fused path for what it supports (4-d inputs, query heads a multiple of
+// the key's and value's, the same only without enable_gqa, no dropout, a
+// floating or no mask); the math path of PyTorch otherwise.
 int64_t sdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                   const std::optional<at::Tensor>& attnMask, double dropoutP, bool isCausal,
                   std::optional<double> scale, bool enableGqa) {
   bool maskOk = !attnMask.has_value() || !attnMask->defined() ||
                 at::isFloatingType(attnMask->scalar_type());
-  bool shapesOk = query.dim() == 4 && key.dim() == 4 && value.dim() == 4 &&
-                  query.size(1) == key.size(1) && key.size(1) == value.size(1);
+  bool shapesOk = query.dim() == 4 && key.dim() == 4 && value.dim() == 4 && key.size(1) == value.size(1) &&
+                  key.size(1) > 0 && query.size(1) % key.size(1) == 0 &&
+                  (enableGqa || query.size(1) == key.size(1));
   bool fused = at::globalContext().userEnabledOverrideableSDP() && dropoutP == 0.0 && maskOk &&
                shapesOk && !(isCausal && maskOk && attnMask.has_value() && attnMask->defined());
   return fused ? kOverrideable : kMath;
@@ -98,10 +120,11 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   bool hasBias = attnBias.has_value() && attnBias->defined();
   if (hasBias) operands.push_back(*attnBias);
   double s = scaleOf(query, scale);
+  int64_t heads = query.size(1);
   launchKernel("scaled_dot_product_fused_attention", operands, [=](std::vector<at::Tensor>& v) {
-    at::Tensor scores_ = scores(v[2], v[3], hasBias ? v[5] : at::Tensor(), isCausal, s);
+    at::Tensor scores_ = scores(v[2], forEachQueryHead(v[3], heads), hasBias ? v[5] : at::Tensor(), isCausal, s);
     v[1].copy_(scores_.logsumexp(-1));
-    v[0].copy_(at::matmul((scores_ - v[1].unsqueeze(-1)).exp_(), v[4]));
+    v[0].copy_(at::matmul((scores_ - v[1].unsqueeze(-1)).exp_(), forEachQueryHead(v[4], heads)));
   });
   // The other results as PyTorch's meta function has them: no sequence
   // offsets or debug mask, the sequence lengths, 0-dim RNG seed and offset.
@@ -129,15 +152,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
   if (gradBias.defined()) operands.push_back(gradBias);
   double s = scaleOf(query, scale);
   bool wantsGradBias = gradBias.defined();
+  int64_t heads = query.size(1), keyHeads = key.size(1);
   launchKernel("scaled_dot_product_fused_attention_backward", operands, [=](std::vector<at::Tensor>& v) {
     at::Tensor bias = hasBias ? v[kFirstOptional] : at::Tensor();
-    at::Tensor p = (scores(v[kQuery], v[kKey], bias, isCausal, s) - v[kLogsumexp].unsqueeze(-1)).exp_();
-    at::Tensor gradP = at::matmul(v[kGradOut], v[kValue].transpose(-2, -1));
+    at::Tensor key_ = forEachQueryHead(v[kKey], heads), value_ = forEachQueryHead(v[kValue], heads);
+    at::Tensor p = (scores(v[kQuery], key_, bias, isCausal, s) - v[kLogsumexp].unsqueeze(-1)).exp_();
+    at::Tensor gradP = at::matmul(v[kGradOut], value_.transpose(-2, -1));
     at::Tensor rowDot = (v[kGradOut] * v[kOut]).sum(-1, /*keepdim=*/true);
     at::Tensor gradScores = p * (gradP - rowDot);  // softmax backward
-    v[kGradValue].copy_(at::matmul(p.transpose(-2, -1), v[kGradOut]));
-    v[kGradQuery].copy_(at::matmul(gradScores, v[kKey]).mul_(s));
-    v[kGradKey].copy_(at::matmul(gradScores.transpose(-2, -1), v[kQuery]).mul_(s));
+    v[kGradValue].copy_(backToItsHeads(at::matmul(p.transpose(-2, -1), v[kGradOut]), keyHeads));
+    v[kGradQuery].copy_(at::matmul(gradScores, key_).mul_(s));
+    v[kGradKey].copy_(backToItsHeads(at::matmul(gradScores.transpose(-2, -1), v[kQuery]).mul_(s), keyHeads));
     if (wantsGradBias) v[kFirstOptional + 1].copy_(gradScores.sum_to_size(bias.sizes()));
   });
   return {gradQuery, gradKey, gradValue, gradBias};
