@@ -32,7 +32,8 @@ Beyond this machine (tools/bench/perf_scenarios/, each in a process of its own):
 costs the program (OpenReg demo's CNN, 100 steps, plain vs simulate vs simulate(execute=False); targets
 at most 2x and, timing-only, 0.5x the plain time); Llama 2 7B's forward and backward in bf16 predicted
 on h100-sxm without executing (host time and peak host memory, predicted time and peak device memory);
-a DDP step run on 2 ranks here and predicted at 1, 2, 8 and 64.
+Llama 2 70B's step as one of 8 tensor-parallel ranks, 4096 tokens (host time and memory: targets at most
+60 s and 2 GiB); a DDP step run on 2 ranks here and predicted at 1, 2, 8 and 64.
 
     .venv/bin/python tools/bench/perf_model.py [--write-profiles] [--calibration-only]
 """
@@ -361,6 +362,27 @@ def print_timing_only_7b() -> None:
           f"gradients {found['gradients_bytes'] / gb:.1f} GB)")
 
 
+TARGET_70B_HOST_SECONDS, TARGET_70B_HOST_BYTES = 60.0, 2 * 2**30
+
+
+def print_timing_only_70b_tp8() -> None:
+    found = _run_scenario("llama70b_tp8_timing_only.py")
+    gb = 1e9
+    host_ok = found["host_seconds"] <= TARGET_70B_HOST_SECONDS and found["host_peak_bytes"] <= TARGET_70B_HOST_BYTES
+    print()
+    print(f"Llama 2 70B, one of 8 tensor-parallel ranks ({found['parameters_per_rank'] / 1e9:.2f} B parameters, "
+          "bf16), forward and backward of 4096 tokens with each layer recomputed, predicted on h100-sxm without "
+          "executing")
+    print(f"  host: {found['host_seconds']:.1f} s for the program ({found['region_host_seconds']:.2f} s for the "
+          f"region), peak host memory {found['host_peak_bytes'] / 2**30:.2f} GiB (target <= "
+          f"{TARGET_70B_HOST_SECONDS:.0f} s and {TARGET_70B_HOST_BYTES / 2**30:.0f} GiB: "
+          f"{'met' if host_ok else 'NOT met'})")
+    print(f"  predicted step {_time(found['predicted_seconds'])}, exposed communication "
+          f"{_time(found['exposed_communication_seconds'])}, {found['flops'] / 1e12:.0f} TFLOP per rank, "
+          f"{found['kernels']} kernels")
+    print(f"  peak device memory {found['peak_device_bytes'] / gb:.1f} GB of {found['capacity_bytes'] / gb:.1f} GB")
+
+
 def print_ddp_at_ranks(timeout: float = 300) -> None:
     store = tempfile.mktemp(prefix="openreg-perf-bench-")
     ranks = [subprocess.Popen([sys.executable, str(SCENARIOS / "ddp_ranks.py"), str(rank), store],
@@ -429,7 +451,7 @@ def print_determinism(rounds: int = 3) -> None:
               f"= {statistics.median(busy[host]) / anchor:.4f}x; largest spread {spread:.2%}")
 
 
-PARTS = ("calibration", "determinism", "host", "cost", "7b", "ddp")
+PARTS = ("calibration", "determinism", "host", "cost", "7b", "70b", "ddp")
 
 
 def main() -> None:
@@ -455,6 +477,8 @@ def main() -> None:
         print_prediction_cost()
     if "7b" in parts:
         print_timing_only_7b()
+    if "70b" in parts:
+        print_timing_only_70b_tp8()
     if "ddp" in parts:
         print_ddp_at_ranks()
 
