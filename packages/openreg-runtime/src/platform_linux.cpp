@@ -2,7 +2,7 @@
 // for device memory, page release, the fault handler, host pages, fork, and
 // the files and locks that let another process open device memory (IPC).
 //
-// A port to macOS or Windows replaces this file and nothing else.
+// platform_windows.cpp is the same for Windows; a port to macOS adds its own.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -69,6 +69,8 @@ void platformFreeHost(void* ptr, size_t size) { munmap(ptr, size); }
 void platformOnFork(void (*child)()) { pthread_atfork(nullptr, nullptr, child); }
 
 // ---------------------------------------------------------- interprocess memory
+
+bool platformSupportsIpc() { return true; }
 
 // LITERALINCLUDE START: OR_IPC_PLATFORM
 // A lease is a memfd holding the export's record (its nonce, offset and size). Importers reopen it through
@@ -174,22 +176,6 @@ void platformUnmapPeerRange(const DeviceMapping& mapping) {
 
 // ------------------------------------------- kernel alias windows (debugging)
 
-namespace {
-
-// Retired windows, newest last, for the fault handler to name: reserved with
-// no access until kQuarantine newer ones push them out.
-constexpr int kQuarantine = 1024;
-struct RetiredWindow {
-  std::atomic<uintptr_t> begin{0};
-  std::atomic<uintptr_t> end{0};
-  char kernel[64] = {};
-};
-RetiredWindow retiredWindows[kQuarantine];
-std::mutex retireMutex;
-uint64_t retiredCount = 0;
-
-}  // namespace
-
 char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window) {
   size_t page = platformPageSize();
   char* first = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(alias) / page * page);
@@ -205,29 +191,13 @@ void platformRetireAliasWindow(const AliasWindow& window, const char* kernel) {
   // Replaced in place by an inaccessible reservation: no later mapping can
   // take these addresses while the window is in quarantine.
   mmap(window.begin, window.size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  std::lock_guard<std::mutex> lock(retireMutex);
-  RetiredWindow& slot = retiredWindows[retiredCount++ % kQuarantine];
-  uintptr_t oldBegin = slot.begin.load(), oldEnd = slot.end.load();
-  slot.end.store(0);  // the handler skips the slot while it changes
-  if (oldEnd != 0) munmap(reinterpret_cast<void*>(oldBegin), oldEnd - oldBegin);
-  std::strncpy(slot.kernel, kernel, sizeof(slot.kernel) - 1);
-  slot.begin.store(reinterpret_cast<uintptr_t>(window.begin));
-  slot.end.store(reinterpret_cast<uintptr_t>(window.begin) + window.size);
+  quarantineAliasWindow(window, kernel, [](void* begin, size_t size) { munmap(begin, size); });
 }
 
 // ------------------------------------------------------------ fault handler
 
 namespace {
 
-constexpr int kMaxDevices = 64;
-struct Range {
-  uintptr_t begin;
-  uintptr_t end;
-};
-// Written once before the handler is installed, read-only afterwards, so the
-// handler can read it without locks.
-Range faultRanges[kMaxDevices];
-int faultRangeCount = 0;
 struct sigaction previousSegv;
 struct sigaction previousBus;
 
@@ -237,50 +207,9 @@ void writeText(const char* text) {
   (void)ignored;
 }
 
-void writeNumber(uintptr_t value, int base) {
-  char digits[32];
-  int n = 0;
-  do {
-    digits[n++] = "0123456789abcdef"[value % base];
-    value /= base;
-  } while (value != 0 && n < 32);
-  char out[34];
-  int k = 0;
-  if (base == 16) {
-    out[k++] = '0';
-    out[k++] = 'x';
-  }
-  while (n > 0) out[k++] = digits[--n];
-  ssize_t ignored = write(STDERR_FILENO, out, k);
-  (void)ignored;
-}
-
 // LITERALINCLUDE START: OR_FAULT_HANDLER
 void onFault(int signo, siginfo_t* info, void* context) {
-  auto address = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (int d = 0; d < faultRangeCount; ++d) {
-    if (address < faultRanges[d].begin || address >= faultRanges[d].end) continue;
-    writeText("openreg: host code accessed device memory at address ");
-    writeNumber(address, 16);
-    writeText(" (openreg device ");
-    writeNumber(static_cast<uintptr_t>(d), 10);
-    writeText(", offset ");
-    writeNumber(address - faultRanges[d].begin, 16);
-    writeText("). Device memory is reachable only through orMemcpy/orMemset "
-              "or from inside a kernel via orKernelTranslatePointer; copy the "
-              "data to the host first.\n");
-    break;
-  }
-  for (const RetiredWindow& window : retiredWindows) {
-    if (address < window.begin.load() || address >= window.end.load()) continue;
-    writeText("openreg: host code accessed address ");
-    writeNumber(address, 16);
-    writeText(", which kernel '");
-    writeText(window.kernel);
-    writeText("' got from orKernelTranslatePointer, after that kernel returned: a host alias of device "
-              "memory is valid only while its kernel runs (caught by OPENREG_CHECK_ALIASES=1).\n");
-    break;
-  }
+  describeFault(reinterpret_cast<uintptr_t>(info->si_addr), writeText);
   // Hand the fault to whoever handled it before us (Python's faulthandler,
   // a sanitizer, or the default action that ends the process): restore their
   // handler and return, so the faulting instruction runs again and faults
@@ -293,12 +222,7 @@ void onFault(int signo, siginfo_t* info, void* context) {
 }  // namespace
 
 void platformInstallFaultHandler(const std::vector<DeviceMapping>& devices) {
-  faultRangeCount = 0;
-  for (const DeviceMapping& m : devices) {
-    if (faultRangeCount == kMaxDevices) break;
-    auto begin = reinterpret_cast<uintptr_t>(m.device);
-    faultRanges[faultRangeCount++] = Range{begin, begin + m.size};
-  }
+  setFaultRanges(devices);
   struct sigaction action;
   memset(&action, 0, sizeof(action));
   action.sa_sigaction = onFault;

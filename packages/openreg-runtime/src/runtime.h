@@ -39,12 +39,18 @@ class LastErrorKeeper {
   orError_t code_;
   std::string message_;
 };
-// printf-style formatting for error messages.
+// printf-style formatting for error messages (GCC and Clang check the arguments).
+#if defined(__MINGW32__)  // MinGW's own printf (__USE_MINGW_ANSI_STDIO, CMakeLists.txt): C99's %zu
+std::string format(const char* fmt, ...) __attribute__((format(gnu_printf, 1, 2)));
+#elif defined(__GNUC__)
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+#else
+std::string format(const char* fmt, ...);
+#endif
 
-// ------------------------------------------------------- platform_linux.cpp
-// Everything OS-specific lives in platform_linux.cpp, so a port to another OS
-// replaces that one file.
+// ------------------------------------------- platform_linux.cpp, platform_windows.cpp
+// Everything OS-specific lives in one file per OS (platform_<os>.cpp, the
+// one CMake builds for the target), so a port to another OS adds one file.
 
 // A device's two views of the same pages; see Note [Device memory is never
 // host-mapped] in memory.cpp.
@@ -70,7 +76,9 @@ void platformFreeHost(void* ptr, size_t size);
 void platformOnFork(void (*child)());
 
 // Interprocess memory (ipc.cpp); see Note [How device memory crosses
-// processes] there.
+// processes] there. Where it is not built (platformSupportsIpc false), the
+// orIpc* calls fail with orErrorNotSupported and none of these is called.
+bool platformSupportsIpc();
 // The exporter's side: a small file per exported allocation whose content
 // (a record of `bytes` bytes: what was exported) proves the export is live
 // and whose read locks count its importers.
@@ -104,6 +112,18 @@ char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window);
 // Makes the window's addresses fault from now on, naming kernel; the last
 // 1024 windows keep their addresses (no other mapping can take them).
 void platformRetireAliasWindow(const AliasWindow& window, const char* kernel);
+
+// ---------------------------------------------------------------- faults.cpp
+// What every platform's fault handler shares.
+
+// The ranges of device addresses the handler names: every device's.
+void setFaultRanges(const std::vector<DeviceMapping>& devices);
+// Writes, through write, which device memory or retired alias window address
+// is; nothing when it is neither. Safe inside a signal or exception handler.
+void describeFault(uintptr_t address, void (*write)(const char*));
+// Keeps a retired window (already made inaccessible) for describeFault,
+// releasing the oldest of the last 1024 through release.
+void quarantineAliasWindow(const AliasWindow& window, const char* kernel, void (*release)(void*, size_t));
 
 // ---------------------------------------------------------------- memory.cpp
 
@@ -252,7 +272,7 @@ struct Capture;  // graph.cpp
 
 // Lets the other hyper-thread of the core run while this one waits.
 inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
   __builtin_ia32_pause();
 #else
   std::this_thread::yield();

@@ -232,7 +232,9 @@ Stream::~Stream() {
 // soon, without waiting for them.
 static void prefetchForWrite(const void* begin, const void* end) {
   for (auto p = static_cast<const char*>(begin); p < static_cast<const char*>(end); p += 64) {
+#if defined(__GNUC__)
     __builtin_prefetch(p, /*rw=*/1);
+#endif
   }
 }
 

@@ -47,7 +47,15 @@
 
 #include "openreg/version.h"
 
+/* What the library exports: on Windows its DLL's exports and a program's
+ * imports, elsewhere the symbols visible outside the shared library. */
+#if defined(_WIN32)
 #if defined(OPENREG_BUILDING_LIBRARY)
+#define OPENREG_API __declspec(dllexport)
+#else
+#define OPENREG_API __declspec(dllimport)
+#endif
+#elif defined(OPENREG_BUILDING_LIBRARY)
 #define OPENREG_API __attribute__((visibility("default")))
 #else
 #define OPENREG_API
@@ -77,7 +85,8 @@ typedef enum orError {
   orErrorNotPermitted = 11,          /* valid call, wrong context */
   orErrorUnknown = 12,
   orErrorStreamCaptureUnsupported = 13, /* not allowed while a stream captures */
-  orErrorStreamCaptureInvalidated = 14  /* the capture failed; see its message */
+  orErrorStreamCaptureInvalidated = 14, /* the capture failed; see its message */
+  orErrorNotSupported = 15              /* not available on this platform (its message says) */
 } orError_t;
 // LITERALINCLUDE END: OR_ERROR_CODES
 
