@@ -14,6 +14,7 @@ import gc
 
 import pytest
 import torch
+
 from conftest import needs_api
 
 MIB = 1 << 20
