@@ -49,13 +49,9 @@ class AssumedSelections(TorchDispatchMode):
         return torch.ops.aten.index.Tensor(input.expand(shape), self.indices(func, [mask.expand(shape)]))
 
     def index(self, func, input, indices):
-        if not any(_is_mask(index) for index in indices):
-            return func(input, indices)
         return func(input, self.indices(func, indices))
 
     def index_put(self, func, input, indices, values, accumulate=False):
-        if not any(_is_mask(index) for index in indices):
-            return func(input, indices, values, accumulate)
         return func(input, self.indices(func, indices), values, accumulate)
 
 

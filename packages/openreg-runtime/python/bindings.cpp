@@ -97,7 +97,7 @@ PYBIND11_MODULE(_C, m) {
   });
 
   // Constants, under the C names for easy cross-reference.
-  for (int code = orSuccess; code <= orErrorNotSupported; ++code) {
+  for (int code = orSuccess; code <= orErrorStreamCaptureInvalidated; ++code) {
     m.attr(orGetErrorName(static_cast<orError_t>(code))) = code;
   }
   m.attr("orMemcpyHostToHost") = static_cast<int>(orMemcpyHostToHost);

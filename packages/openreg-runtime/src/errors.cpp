@@ -42,7 +42,6 @@ CodeText describe(orError_t error) {
       return {"orErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"};
     case orErrorStreamCaptureInvalidated:
       return {"orErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"};
-    case orErrorNotSupported: return {"orErrorNotSupported", "operation not supported on this platform"};
   }
   return {"orErrorUnrecognized", "unrecognized error code"};
 }

@@ -205,19 +205,11 @@ void ipcReclaim() {
 
 using namespace openreg::rt;
 
-namespace {
-orError_t ipcNotSupported(const char* call) {
-  return fail(orErrorNotSupported, format("%s: interprocess memory is not supported on this platform yet "
-                                          "(platform_<os>.cpp's platformSupportsIpc)", call));
-}
-}  // namespace
-
 extern "C" {
 
 orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
-  if (!platformSupportsIpc()) return ipcNotSupported("orIpcGetMemHandle");
   if (handle == nullptr) return fail(orErrorInvalidValue, "orIpcGetMemHandle: handle is NULL");
   if (devPtr == nullptr) return fail(orErrorInvalidValue, "orIpcGetMemHandle: devPtr is NULL");
   ipcReclaim();
@@ -276,7 +268,6 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
 orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags) {
   orError_t status = ensureInit();
   if (status != orSuccess) return status;
-  if (!platformSupportsIpc()) return ipcNotSupported("orIpcOpenMemHandle");
   if (devPtr == nullptr) return fail(orErrorInvalidValue, "orIpcOpenMemHandle: devPtr is NULL");
   if (flags != 0) {
     return fail(orErrorInvalidValue,

@@ -70,8 +70,6 @@ void platformOnFork(void (*child)()) { pthread_atfork(nullptr, nullptr, child); 
 
 // ---------------------------------------------------------- interprocess memory
 
-bool platformSupportsIpc() { return true; }
-
 // LITERALINCLUDE START: OR_IPC_PLATFORM
 // A lease is a memfd holding the export's record (its nonce, offset and size). Importers reopen it through
 // /proc/<pid>/fd/<fd>, which gives them an open file description of their own,

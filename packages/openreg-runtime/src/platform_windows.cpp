@@ -168,8 +168,6 @@ void platformOnFork(void (*)()) {}  // Windows has no fork
 
 // ---------------------------------------------------------- interprocess memory
 
-bool platformSupportsIpc() { return true; }
-
 int platformCreateLease(const void* record, size_t bytes, std::string* error) {
   int fd = createNamedSection(bytes, error);
   if (fd >= 0 && !copySection(entry(fd).handle, nullptr, record, bytes)) {

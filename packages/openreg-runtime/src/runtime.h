@@ -76,9 +76,7 @@ void platformFreeHost(void* ptr, size_t size);
 void platformOnFork(void (*child)());
 
 // Interprocess memory (ipc.cpp); see Note [How device memory crosses
-// processes] there. Where it is not built (platformSupportsIpc false), the
-// orIpc* calls fail with orErrorNotSupported and none of these is called.
-bool platformSupportsIpc();
+// processes] there.
 // The exporter's side: a small file per exported allocation whose content
 // (a record of `bytes` bytes: what was exported) proves the export is live
 // and whose read locks count its importers.

@@ -85,8 +85,7 @@ typedef enum orError {
   orErrorNotPermitted = 11,          /* valid call, wrong context */
   orErrorUnknown = 12,
   orErrorStreamCaptureUnsupported = 13, /* not allowed while a stream captures */
-  orErrorStreamCaptureInvalidated = 14, /* the capture failed; see its message */
-  orErrorNotSupported = 15              /* not available on this platform (its message says) */
+  orErrorStreamCaptureInvalidated = 14  /* the capture failed; see its message */
 } orError_t;
 // LITERALINCLUDE END: OR_ERROR_CODES
 

@@ -83,7 +83,8 @@ class OpenRegModelRunner : public torch::inductor::AOTIModelContainerRunner {
   // API's MAJOR version (aot_inductor.py, kernel_api_record). Refuse a model
   // of another MAJOR before its constant folding launches anything.
   static const std::string& builtForThisKernelApi(const std::string& model_so_path) {
-    int major = platform::callLibraryFunction(model_so_path, "torch_openreg_model_kernel_api_major");
+    int major = platform::callLibraryFunction(model_so_path, "torch_openreg_model_kernel_api_major",
+                                              "the AOTInductor model");
     TORCH_CHECK(major == TORCH_OPENREG_API_VERSION_MAJOR, "this AOTInductor package was built for torch-openreg's "
                 "kernel API ", major < 0 ? std::string("of a torch-openreg that did not record it") : std::to_string(major) + ".x",
                 ", and this torch-openreg has kernel API ", TORCH_OPENREG_API_VERSION_MAJOR, ".",

@@ -23,8 +23,8 @@ void aroundFork(void (*prepare)(), void (*parent)(), void (*child)());
 
 // Loads a shared library, calls its exported function `int name()` and
 // unloads it: the function's result, or -1 when the library has no such
-// symbol. Throws (c10::Error) when the library cannot be loaded, naming it
-// and why.
-int callLibraryFunction(const std::string& library, const char* name);
+// symbol. Throws (c10::Error) when the library cannot be loaded, naming
+// what (the library's role) and why.
+int callLibraryFunction(const std::string& library, const char* name, const char* what);
 
 }  // namespace torch_openreg::platform

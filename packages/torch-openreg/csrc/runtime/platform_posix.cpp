@@ -26,9 +26,9 @@ bool onMainThread() {
 
 void aroundFork(void (*prepare)(), void (*parent)(), void (*child)()) { pthread_atfork(prepare, parent, child); }
 
-int callLibraryFunction(const std::string& library, const char* name) {
+int callLibraryFunction(const std::string& library, const char* name, const char* what) {
   void* handle = dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
-  TORCH_CHECK(handle != nullptr, "cannot load ", library, ": ", dlerror());
+  TORCH_CHECK(handle != nullptr, "cannot load ", what, " ", library, ": ", dlerror());
   auto function = reinterpret_cast<int (*)()>(dlsym(handle, name));
   int result = function != nullptr ? function() : -1;
   dlclose(handle);
