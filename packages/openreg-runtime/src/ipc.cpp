@@ -1,7 +1,7 @@
 // ipc.cpp - interprocess device memory: orIpcGetMemHandle, orIpcOpenMemHandle,
 // orIpcCloseMemHandle, and the tables of exported and opened allocations.
 //
-// Not here: the files, locks and mappings themselves (platform_linux.cpp), or
+// Not here: the files, locks and mappings themselves (the platform files), or
 // any transport of handles between processes (that is the caller's).
 #include <cstring>
 #include <random>
@@ -13,14 +13,16 @@
 // A device's bytes live in one memfd per device (Note [Device memory is never
 // host-mapped]). A handle names that memfd by the exporter's pid and file
 // descriptor, plus the allocation's offset and size; the importer reopens the
-// memfd through /proc/<pid>/fd/<fd> and maps the allocation's pages twice,
+// memfd through /proc/<pid>/fd/<fd> (on Linux; macOS and Windows name their
+// files instead: Note [Interprocess memory on macOS], Note [Interprocess
+// memory on Windows]) and maps the allocation's pages twice,
 // like a device of its own: a PROT_NONE view whose addresses it hands out and
 // a read-write alias that only copies and kernels reach. Both processes then
 // share the same physical pages: a copy into imported memory is one memcpy
 // between two host aliases, with no staging buffer.
 //
 // The exporter must not reuse the range while an importer still maps it, so
-// each exported allocation has a lease (platform_linux.cpp): a small file
+// each exported allocation has a lease (platform_<os>.cpp): a small file
 // holding a random nonce, which every importer holds a shared lock on while
 // the memory is open. orFree of an exported allocation empties the lease,
 // then asks whether anyone holds it; if so, the range stays reserved (and

@@ -10,15 +10,16 @@
 
 // LITERALINCLUDE START: OR_MEMORY_MODEL_NOTE
 // Note [Device memory is never host-mapped]
-// Each device owns one memfd of its capacity, mapped twice: a "device" view
-// with PROT_NONE, whose addresses orMalloc hands out, and a read-write "host
-// alias" of the same pages. Host code that dereferences a device pointer
-// touches the PROT_NONE view and faults, always, at no run-time cost, the way
-// a stray host access to GPU memory does; the fault handler in
-// platform_linux.cpp names the device and offset. Copies and kernels reach
-// the bytes by offset arithmetic (alias = host + (ptr - device)), and only
-// after checking that the range lies inside a live allocation. Freeing punches
-// the pages out of the memfd, so freed memory goes back to the OS.
+// Each device owns one memory file of its capacity (a memfd on Linux),
+// mapped twice: a "device" view with PROT_NONE, whose addresses orMalloc
+// hands out, and a read-write "host alias" of the same pages. Host code that
+// dereferences a device pointer touches the PROT_NONE view and faults,
+// always, at no run-time cost, the way a stray host access to GPU memory
+// does; the platform's fault handler names the device and offset. Copies and
+// kernels reach the bytes by offset arithmetic (alias = host + (ptr -
+// device)), and only after checking that the range lies inside a live
+// allocation. Freeing punches the pages out of the file, so freed memory goes
+// back to the OS. (What macOS and Windows do instead: the platform files.)
 // LITERALINCLUDE END: OR_MEMORY_MODEL_NOTE
 
 namespace openreg::rt {

@@ -1,11 +1,8 @@
-// platform_linux.cpp - every OS-specific piece of the runtime: memfd and mmap
-// for device memory, page release, the fault handler, host pages, fork, and
-// the files and locks that let another process open device memory (IPC).
-//
-// platform_windows.cpp is the same for Windows; a port to macOS adds its own.
+// platform_linux.cpp - what the runtime asks of Linux beyond what
+// platform_posix.cpp shares with macOS: a memfd per device, page release by
+// punching holes, the leases and /proc paths that let another process open
+// device memory (IPC), and the kernel alias windows.
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,13 +11,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime.h"
+#include "platform_posix.h"
 
 namespace openreg::rt {
 
 bool platformMapDevice(int device, size_t size, DeviceMapping* out,
                        std::string* error) {
   // LITERALINCLUDE START: OR_DEVICE_MAPPING
+  // The device's bytes are an anonymous memory file, mapped twice.
   std::string name = format("openreg-device-%d", device);
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -28,22 +26,14 @@ bool platformMapDevice(int device, size_t size, DeviceMapping* out,
     if (fd >= 0) close(fd);
     return false;
   }
-  // Both views share the memfd's pages. The device view is mapped with no
-  // access at all, so the host can never read or write through it.
-  void* dev = mmap(nullptr, size, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  void* host = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_NORESERVE, fd, 0);
-  // LITERALINCLUDE END: OR_DEVICE_MAPPING
-  if (dev == MAP_FAILED || host == MAP_FAILED) {
-    *error = format("mapping %zu bytes for device %d: %s", size, device,
-                    strerror(errno));
-    if (dev != MAP_FAILED) munmap(dev, size);
-    if (host != MAP_FAILED) munmap(host, size);
+  if (!platformMapBothViews(fd, 0, size, out, error)) {
+    *error = format("device %d: %s", device, error->c_str());
     close(fd);
     return false;
   }
-  *out = DeviceMapping{static_cast<char*>(dev), static_cast<char*>(host), size, fd};
+  out->fd = fd;
   return true;
+  // LITERALINCLUDE END: OR_DEVICE_MAPPING
 }
 
 void platformReleasePages(const DeviceMapping& mapping, size_t offset,
@@ -52,21 +42,6 @@ void platformReleasePages(const DeviceMapping& mapping, size_t offset,
   fallocate(mapping.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
             static_cast<off_t>(offset), static_cast<off_t>(length));
 }
-
-size_t platformPageSize() {
-  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
-
-void* platformAllocateHost(size_t size) {
-  void* ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return ptr == MAP_FAILED ? nullptr : ptr;
-}
-
-void platformFreeHost(void* ptr, size_t size) { munmap(ptr, size); }
-
-void platformOnFork(void (*child)()) { pthread_atfork(nullptr, nullptr, child); }
 
 // ---------------------------------------------------------- interprocess memory
 
@@ -85,13 +60,6 @@ int platformCreateLease(const void* record, size_t bytes, std::string* error) {
     return -1;
   }
   return fd;
-}
-
-void platformRevokeLease(int fd) {
-  // Emptied, it no longer holds the record: an importer that locks it from
-  // now on sees the export is gone (platformHoldLease).
-  int ignored = ftruncate(fd, 0);
-  (void)ignored;
 }
 
 bool platformLeaseInUse(int fd) {
@@ -120,8 +88,6 @@ uint64_t platformFileInode(int fd) {
   return fstat(fd, &info) == 0 ? static_cast<uint64_t>(info.st_ino) : 0;
 }
 
-int platformProcessId() { return static_cast<int>(getpid()); }
-
 int platformOpenPeerFile(int pid, int fd, uint64_t inode, std::string* error) {
   std::string path = format("/proc/%d/fd/%d", pid, fd);
   int opened = open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -144,34 +110,6 @@ void platformCloseFile(int fd) {
   if (fd >= 0) close(fd);
 }
 
-bool platformMapPeerRange(int fd, size_t offset, size_t length,
-                          DeviceMapping* out, std::string* error) {
-  // mmap maps whole pages; the caller adds offset % page to the views.
-  size_t page = platformPageSize();
-  size_t begin = offset / page * page;
-  size_t size = (offset + length + page - 1) / page * page - begin;
-  // The same two views as a device of this process: see Note [Device memory
-  // is never host-mapped] in memory.cpp.
-  void* dev = mmap(nullptr, size, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd,
-                   static_cast<off_t>(begin));
-  void* host = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                    fd, static_cast<off_t>(begin));
-  if (dev == MAP_FAILED || host == MAP_FAILED) {
-    *error = format("cannot map %zu bytes of another process's device memory: %s",
-                    size, strerror(errno));
-    if (dev != MAP_FAILED) munmap(dev, size);
-    if (host != MAP_FAILED) munmap(host, size);
-    return false;
-  }
-  *out = DeviceMapping{static_cast<char*>(dev), static_cast<char*>(host), size, -1};
-  return true;
-}
-
-void platformUnmapPeerRange(const DeviceMapping& mapping) {
-  munmap(mapping.device, mapping.size);
-  munmap(mapping.host, mapping.size);
-}
-
 // ------------------------------------------- kernel alias windows (debugging)
 
 char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window) {
@@ -183,51 +121,6 @@ char* platformOpenAliasWindow(char* alias, size_t count, AliasWindow* window) {
   if (mapped == MAP_FAILED) return nullptr;
   *window = AliasWindow{mapped, size};
   return static_cast<char*>(mapped) + (alias - first);
-}
-
-void platformRetireAliasWindow(const AliasWindow& window, const char* kernel) {
-  // Replaced in place by an inaccessible reservation: no later mapping can
-  // take these addresses while the window is in quarantine.
-  mmap(window.begin, window.size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  quarantineAliasWindow(window, kernel, [](void* begin, size_t size) { munmap(begin, size); });
-}
-
-// ------------------------------------------------------------ fault handler
-
-namespace {
-
-struct sigaction previousSegv;
-struct sigaction previousBus;
-
-// The handler may only use async-signal-safe calls: write(2), no stdio.
-void writeText(const char* text) {
-  ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
-  (void)ignored;
-}
-
-// LITERALINCLUDE START: OR_FAULT_HANDLER
-void onFault(int signo, siginfo_t* info, void* context) {
-  describeFault(reinterpret_cast<uintptr_t>(info->si_addr), writeText);
-  // Hand the fault to whoever handled it before us (Python's faulthandler,
-  // a sanitizer, or the default action that ends the process): restore their
-  // handler and return, so the faulting instruction runs again and faults
-  // into it.
-  (void)context;
-  sigaction(signo, signo == SIGBUS ? &previousBus : &previousSegv, nullptr);
-}
-// LITERALINCLUDE END: OR_FAULT_HANDLER
-
-}  // namespace
-
-void platformInstallFaultHandler(const std::vector<DeviceMapping>& devices) {
-  setFaultRanges(devices);
-  struct sigaction action;
-  memset(&action, 0, sizeof(action));
-  action.sa_sigaction = onFault;
-  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGSEGV, &action, &previousSegv);
-  sigaction(SIGBUS, &action, &previousBus);
 }
 
 }  // namespace openreg::rt

@@ -1,7 +1,8 @@
 // platform_windows.cpp - every OS-specific piece of the runtime on Windows:
 // a page-file-backed section for device memory, page release, the fault
 // handler (a vectored exception handler), host pages, and the alias windows
-// of OPENREG_CHECK_ALIASES. platform_linux.cpp is the same for Linux.
+// of OPENREG_CHECK_ALIASES. platform_linux.cpp and platform_macos.cpp, with
+// platform_posix.cpp, are the same for Linux and macOS.
 //
 // What Windows does differently (the guide's runtime/platforms page):
 // - device memory: the host's view is a view of a section committed when the

@@ -2,7 +2,7 @@
 //
 // Not part of the installed API: openreg.h is. Each concept here has its own
 // source file (errors, device, memory, stream, event, kernel, trace, ipc,
-// platform_linux); this header only lets them see each other.
+// and one platform file per OS); this header only lets them see each other.
 #pragma once
 
 #include <atomic>
@@ -48,9 +48,10 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...);
 #endif
 
-// ------------------------------------------- platform_linux.cpp, platform_windows.cpp
+// ------------------------- platform_linux.cpp, platform_macos.cpp, platform_windows.cpp
 // Everything OS-specific lives in one file per OS (platform_<os>.cpp, the
-// one CMake builds for the target), so a port to another OS adds one file.
+// one CMake builds for the target; Linux and macOS share platform_posix.cpp),
+// so a port to another OS adds one file.
 
 // A device's two views of the same pages; see Note [Device memory is never
 // host-mapped] in memory.cpp.
@@ -67,8 +68,9 @@ bool platformMapDevice(int device, size_t size, DeviceMapping* out,
 void platformReleasePages(const DeviceMapping& mapping, size_t offset,
                           size_t length);
 size_t platformPageSize();
-// Installs the SIGSEGV/SIGBUS handler that names the device and offset of a
-// host access to device memory. Call after every device is mapped.
+// Installs the handler (SIGSEGV and SIGBUS, or an exception handler) that names
+// the device and offset of a host access to device memory. Call after every
+// device is mapped.
 void platformInstallFaultHandler(const std::vector<DeviceMapping>& devices);
 void* platformAllocateHost(size_t size);
 void platformFreeHost(void* ptr, size_t size);
