@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cross_build  # noqa: E402  (tools/cross_build.py)
 from dev import (  # noqa: E402  (after the path line: tools/ is not a package)
     BUILD_DOCS,
     BUILD_LOGS,
@@ -330,9 +331,10 @@ CI_PYTEST = ["-q", "-p", "no:cacheprovider", "--durations=10"]
 # with every layer, OpenReg runs the whole kit again and the kit catches the
 # defects seeded into those layers.
 CONFORMANCE_TESTS = ROOT / "packages" / "openreg-conformance" / "tests"
+CROSS_BUILD_TESTS = ROOT / "tools" / "tests" / "test_cross_build.py"  # in their own step, cross-platform
 SUITE_PARTS = {
     "suite-runtime-tools-and-cross-package": [ROOT / "packages" / "openreg-runtime" / "tests", ROOT / "tools" / "tests",
-                                              ROOT / "tests"],
+                                              ROOT / "tests", f"--ignore={CROSS_BUILD_TESTS}"],
     "suite-speed-layers": [SPEED_LAYER_TESTS],
     "suite-conformance-with-every-layer": [CONFORMANCE_TESTS / "test_openreg_conforms.py",
                                            CONFORMANCE_TESTS / "test_negative_controls.py",
@@ -344,6 +346,14 @@ def pytest_step(tests: list) -> Callable[[list[str]], None]:
     return lambda args: run(PYTHON, "-m", "pytest", *CI_PYTEST, *tests, *args, env=ALL)
 
 
+def test_cross_platform(args: list[str]) -> None:
+    """The runtime built for Windows and run under Wine, and linked for macOS on both architectures
+    (tools/cross_build.py): the toolchains the machine lacks are installed first, and a missing one fails."""
+    cross_build.install_toolchains(list(cross_build.TARGETS))
+    run(PYTHON, "-m", "pytest", *CI_PYTEST, CROSS_BUILD_TESTS, *args,
+        env={**ALL, "OPENREG_REQUIRE_CROSS_BUILDS": "1"})
+
+
 # Each step takes the pytest arguments given to `tools/dev.py test`.
 CI_STEPS = {
     "docs": lambda args: run(*BUILD_DOCS),
@@ -351,6 +361,7 @@ CI_STEPS = {
     **{f"combination-{name}": (lambda args, name=name: ci_combination(name, args)) for name in CI_COMBINATIONS},
     "plain-path": test_plain_path,
     **{part: pytest_step(tests) for part, tests in SUITE_PARTS.items()},
+    "cross-platform": test_cross_platform,
 }
 
 

@@ -67,7 +67,7 @@ PACKAGES = [
 # LITERALINCLUDE END: PACKAGES
 
 # The .venv gets every pinned group of pyproject.toml but hatch's own.
-VENV_GROUPS = ("torch", "test", "build", "lint", "docs", "onnx", "models", "quantization")
+VENV_GROUPS = ("torch", "test", "build", "lint", "docs", "onnx", "models", "quantization", "cross")
 # Files that do not affect what a package installs.
 SKIPPED_DIRS = {"build", "tests", "__pycache__", ".pytest_cache"}
 # The guide as a site: warnings (a stale quote, a snippet that fails) are
