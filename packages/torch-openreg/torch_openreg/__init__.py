@@ -57,8 +57,10 @@ from torch_openreg._versions import version_mismatch  # noqa: E402
 def _register() -> None:
     # libopenreg must come from openreg_runtime's copy: load it first so the
     # extension's dependency resolves to the already-loaded library.
-    import openreg_runtime  # noqa: F401
+    import openreg_runtime
 
+    # On Windows the layers' libraries find ours through this (no rpath there).
+    openreg_runtime.add_dll_directories(get_library_dir())
     import torch_openreg._C  # noqa: F401  (C++ registrations run at load)
     from torch_openreg import _compile, _dlpack, _extensions, openreg
 

@@ -8,15 +8,36 @@ the one libopenreg shipped here.
 
 import atexit
 import os
+import sys
 from importlib.metadata import version as _dist_version
 
-from openreg_runtime import _C
-from openreg_runtime._C import *  # noqa: F403  (the C API, one function per call)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_DLL_DIRECTORIES = []  # Windows: the handles os.add_dll_directory returned, kept for the process's life
+
+
+# LITERALINCLUDE START: OR_PY_DLL_DIRECTORIES
+def add_dll_directories(*folders: str) -> None:
+    """Lets the loader find the DLLs in folders when an extension that needs
+    them is imported. Windows has no rpath: a package adds its library folder
+    before importing its extension, as torch does for its own. Elsewhere the
+    libraries' rpath finds them, and this does nothing."""
+    if not hasattr(os, "add_dll_directory"):  # only Windows' Python has it
+        return
+    for folder in folders:
+        if os.path.isdir(folder):
+            _DLL_DIRECTORIES.append(os.add_dll_directory(folder))
+
+
+add_dll_directories(os.path.join(_PACKAGE_DIR, "lib"))
+# LITERALINCLUDE END: OR_PY_DLL_DIRECTORIES
+
+from openreg_runtime import _C  # noqa: E402  (after its library's folder is known to the loader)
+from openreg_runtime._C import *  # noqa: E402, F403  (the C API, one function per call)
 
 Error = _C.Error
 __version__ = _dist_version("openreg-runtime")
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The C API's library, as each platform's linker names it (CMake's default names).
+_LIBRARY_FILE = {"win32": "libopenreg.dll", "darwin": "libopenreg.dylib"}.get(sys.platform, "libopenreg.so")
 
 
 # LITERALINCLUDE START: OR_PY_BUILD_PATHS
@@ -26,13 +47,14 @@ def get_include() -> str:
 
 
 def get_library_dir() -> str:
-    """Directory holding ``libopenreg.so``: pass it to ``-L`` and the rpath."""
+    """Directory holding ``libopenreg.so`` (``.dylib`` on macOS, ``.dll`` on Windows): pass it to ``-L`` and
+    the rpath."""
     return os.path.join(_PACKAGE_DIR, "lib")
 
 
 def get_library_path() -> str:
     """Full path of the ``libopenreg.so`` that this package loads."""
-    return os.path.join(get_library_dir(), "libopenreg.so")
+    return os.path.join(get_library_dir(), _LIBRARY_FILE)
 # LITERALINCLUDE END: OR_PY_BUILD_PATHS
 
 
