@@ -44,9 +44,9 @@ namespace {
 constexpr uint64_t kStages = 2;  // per collective: arrived, left
 
 // Raises one of this rank's counters; see the Note for the fence.
-void publish(uint64_t* counter, uint64_t value) {
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+void publish(std::atomic<uint64_t>* counter, uint64_t value) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  counter->store(value, std::memory_order_release);
 }
 
 uint64_t signatureHash(const std::string& signature) { return std::hash<std::string>{}(signature); }
@@ -65,11 +65,14 @@ struct ControlBlock::Region {
     int64_t bytes;
     int64_t extras[kMaxExtras];
   };
-  uint64_t stage;     // written with release stores only (see the Note)
-  uint64_t done;      // collectives this rank has finished, likewise
-  int32_t pid;
+  // Lock-free atomics work between processes that map the same memory.
+  std::atomic<uint64_t> stage;  // written with release stores only (see the Note)
+  std::atomic<uint64_t> done;   // collectives this rank has finished, likewise
+  std::atomic<int32_t> pid;
   Record records[2];
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
+              "the counters are shared between processes: only lock-free atomics are address-free");
 
 ControlBlock::ControlBlock(c10::intrusive_ptr<c10d::Store> store, int rank, int size)
     : store_(std::move(store)), rank_(rank), size_(size), opened_(size, nullptr) {
@@ -128,25 +131,25 @@ void ControlBlock::connect(const CollectiveName& name, std::chrono::milliseconds
   }
 }
 
-std::string ControlBlock::lateRanks(uint64_t Region::*field, const std::vector<int>& ranks, uint64_t target) const {
+std::string ControlBlock::lateRanks(std::atomic<uint64_t> Region::*field, const std::vector<int>& ranks, uint64_t target) const {
   std::string late;
   for (int r : ranks) {
-    if (r == rank_ || __atomic_load_n(&(regions_[r]->*field), __ATOMIC_ACQUIRE) >= target) continue;
-    int32_t pid = __atomic_load_n(&regions_[r]->pid, __ATOMIC_ACQUIRE);
+    if (r == rank_ || (regions_[r]->*field).load(std::memory_order_acquire) >= target) continue;
+    int32_t pid = regions_[r]->pid.load(std::memory_order_acquire);
     late += (late.empty() ? "" : ", ") + std::to_string(r) + (pid && platform::processExited(pid) ? " (its process exited)" : "");
   }
   return late;
 }
 
 // LITERALINCLUDE START: OCCL_CONTROL_WAIT
-void ControlBlock::waitFor(const CollectiveName& name, uint64_t Region::*field, const std::vector<int>& ranks,
+void ControlBlock::waitFor(const CollectiveName& name, std::atomic<uint64_t> Region::*field, const std::vector<int>& ranks,
                            uint64_t target, const char* what, std::chrono::milliseconds timeout) {
   auto start = std::chrono::steady_clock::now();
   auto deadline = start + timeout, nextLivenessCheck = start + std::chrono::milliseconds(100);
   for (int round = 0;; ++round) {
     bool all = true;
     for (size_t i = 0; i < ranks.size() && all; ++i) {
-      all = __atomic_load_n(&(regions_[ranks[i]]->*field), __ATOMIC_ACQUIRE) >= target;
+      all = (regions_[ranks[i]]->*field).load(std::memory_order_acquire) >= target;
     }
     if (all) return;
     // Spin briefly (the peer is usually a few microseconds behind), then

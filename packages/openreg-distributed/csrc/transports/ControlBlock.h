@@ -69,9 +69,9 @@ class ControlBlock {
   // Waits until every peer's counter reaches target; what names the wait.
   // Until counter `field` of every rank in `ranks` reaches target; what
   // names the wait in errors.
-  void waitFor(const CollectiveName& name, uint64_t Region::*field, const std::vector<int>& ranks, uint64_t target,
+  void waitFor(const CollectiveName& name, std::atomic<uint64_t> Region::*field, const std::vector<int>& ranks, uint64_t target,
                const char* what, std::chrono::milliseconds timeout);
-  std::string lateRanks(uint64_t Region::*field, const std::vector<int>& ranks, uint64_t target) const;
+  std::string lateRanks(std::atomic<uint64_t> Region::*field, const std::vector<int>& ranks, uint64_t target) const;
   std::vector<int> everyRank_;
 
   c10::intrusive_ptr<c10d::Store> store_;

@@ -4,12 +4,13 @@
 #pragma once
 
 #include <torch/csrc/utils/pybind.h>
+#include <torch_openreg/Export.h>
 
 #include <vector>
 
 namespace torch_openreg {
 
-__attribute__((visibility("default"))) void bindModule(pybind11::module_ module);
+TORCH_OPENREG_API void bindModule(pybind11::module_ module);
 
 // LITERALINCLUDE START: MODULE_BINDING
 // A part of torch_openreg._C that lives in a file a vendor may leave out

@@ -19,7 +19,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
 import torch_openreg
-from torch_openreg._compile.inductor import AOT_ENTRY_SUFFIX, DEVICE, HoldsCppCodegenConfig
+from torch_openreg._compile.inductor import AOT_ENTRY_SUFFIX, DEVICE, EXPORTED, HoldsCppCodegenConfig
 
 # The kernels are compiled as the CPU's: the model's library includes the
 # CPU's AOTI headers.
@@ -72,7 +72,7 @@ KERNEL_API_MAJOR = "TORCH_OPENREG_API_VERSION_MAJOR"
 
 
 def kernel_api_record() -> str:
-    return (f'extern "C" __attribute__((visibility("default"))) int torch_openreg_model_kernel_api_major() '
+    return (f'extern "C" {EXPORTED} int torch_openreg_model_kernel_api_major() '
             f'{{ return {KERNEL_API_MAJOR}; }}')
 # LITERALINCLUDE END: AOT_LAUNCH_PRELUDE
 

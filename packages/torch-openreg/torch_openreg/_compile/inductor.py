@@ -9,6 +9,7 @@ any host call of a generated kernel (it would fault on device memory).
 from __future__ import annotations
 
 import ctypes
+import sys
 import weakref
 from typing import Any
 
@@ -32,6 +33,9 @@ DEVICE = "openreg"
 ENTRY_POINT = "openreg_entry"
 # Ahead of time, the entry point of kernel K is K + AOT_ENTRY_SUFFIX.
 AOT_ENTRY_SUFFIX = "_openreg_entry"
+# What makes a generated function visible outside its library, in the words
+# of the compiler that builds kernels on this platform (MSVC on Windows).
+EXPORTED = "__declspec(dllexport)" if sys.platform == "win32" else '__attribute__((visibility("default")))'
 
 
 # LITERALINCLUDE START: KERNEL_ENTRY_POINT
@@ -61,7 +65,7 @@ def entry_point_source(arg_types: list[str], ahead_of_time: bool = False) -> str
         # first ')', as the declaration its C++ wrapper calls.
         head = f'extern "C" void {kernel}{AOT_ENTRY_SUFFIX}(void* const* params)'
     else:
-        head = f'extern "C" __attribute__((visibility("default"))) void {ENTRY_POINT}(void* const* params)'
+        head = f'extern "C" {EXPORTED} void {ENTRY_POINT}(void* const* params)'
     return f"\n{head} {{\n    {kernel}({arguments});\n}}\n"
 # LITERALINCLUDE END: KERNEL_ENTRY_POINT
 
