@@ -348,10 +348,13 @@ def pytest_step(tests: list) -> Callable[[list[str]], None]:
 
 def test_cross_platform(args: list[str]) -> None:
     """The runtime built for Windows and run under Wine, and linked for macOS on both architectures
-    (tools/cross_build.py): the toolchains the machine lacks are installed first, and a missing one fails."""
+    (tools/cross_build.py). The toolchains the machine lacks are installed first where it can (as root,
+    with apt-get: CI's machines), and there, or under CI, a missing one fails; elsewhere its tests skip,
+    naming what to install."""
     cross_build.install_toolchains(list(cross_build.TARGETS))
-    run(PYTHON, "-m", "pytest", *CI_PYTEST, CROSS_BUILD_TESTS, *args,
-        env={**ALL, "OPENREG_REQUIRE_CROSS_BUILDS": "1"})
+    required = cross_build.can_install() or bool(os.environ.get("CI"))
+    run(PYTHON, "-m", "pytest", *CI_PYTEST, "-rs", CROSS_BUILD_TESTS, *args,
+        env={**ALL, **({"OPENREG_REQUIRE_CROSS_BUILDS": "1"} if required else {})})
 
 
 # Each step takes the pytest arguments given to `tools/dev.py test`.

@@ -70,12 +70,16 @@ def missing_tools(name: str, run: bool) -> list[str]:
     return [tool for tool in needed if shutil.which(tool) is None]
 
 
+def can_install() -> bool:
+    return os.geteuid() == 0 and shutil.which("apt-get") is not None
+
+
 def install_toolchains(names: list[str]) -> None:
     """Debian's packages for the targets whose tools are missing, where this process may install them."""
     packages = sorted({p for name in names if missing_tools(name, run=True) for p in TARGETS[name].packages.split()})
     if not packages:
         return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+    if not can_install():
         print(f"cross_build: cannot install {' '.join(packages)} here (needs root and apt-get)", file=sys.stderr)
         return
     environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
