@@ -451,7 +451,25 @@ def print_determinism(rounds: int = 3) -> None:
               f"= {statistics.median(busy[host]) / anchor:.4f}x; largest spread {spread:.2%}")
 
 
-PARTS = ("calibration", "determinism", "host", "cost", "7b", "70b", "ddp")
+def print_pipeline_schedules() -> None:
+    found = _run_scenario("pipeline_llama7b.py")
+    print()
+    print(f"Pipeline schedules: Llama 2 7B on h100-sxm, {found['micro_batches']} micro-batches of 4096 tokens "
+          f"(a layer: forward {_time(found['layer_forward_seconds'])}, backward "
+          f"{_time(found['layer_backward_seconds'])}). Stages of equal layer counts, the embedding on the first "
+          "and the head on the last; the anchor is each PP's GPipe step. 'equal': the layers alone in equal "
+          "stages, against (p-1)/(vm+p-1)")
+    print(f"  {'PP':>3} {'schedule':<22} {'step':>12} {'ratio':>6} {'bubble':>7} {'equal':>7} {'(p-1)/(vm+p-1)':>15} "
+          f"{'in flight':>9}")
+    for row in found["rows"]:
+        anchor = next(r for r in found["rows"] if r["devices"] == row["devices"] and r["schedule"] == "gpipe")
+        name = row["schedule"] + (f" x{row['chunks']}" if row["chunks"] > 1 else "")
+        print(f"  {row['devices']:>3} {name:<22} {_time(row['step_seconds']):>12} "
+              f"{row['step_seconds'] / anchor['step_seconds']:>5.3f}x {row['bubble']:>7.1%} "
+              f"{row['equal_stages_played']:>7.2%} {row['equal_stages_bubble']:>15.2%} {row['in_flight']:>9}")
+
+
+PARTS = ("calibration", "determinism", "host", "cost", "7b", "70b", "ddp", "pipeline")
 
 
 def main() -> None:
@@ -481,6 +499,8 @@ def main() -> None:
         print_timing_only_70b_tp8()
     if "ddp" in parts:
         print_ddp_at_ranks()
+    if "pipeline" in parts:
+        print_pipeline_schedules()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
     python -m openreg_perf profiles                      list the device profiles
     python -m openreg_perf run --profile h100-sxm [--ranks N] [--no-execute [--strict]] [--trace T.json] [--plot P.svg]
                                script.py [args]          run script.py on openreg, print its prediction
+    python -m openreg_perf pipeline --profile h100-sxm --micro-batches M [--schedule 1f1b] [--chunks V]
+                               [--tp N] [--dp N] [--recompute full] stages.py
+                                                         predict a pipeline-parallel step of stages.py's stages
     python -m openreg_perf calibrate-host [--output P]   measure this machine as the `host` profile
 
 A mistake on the command line (an unknown profile, a script that is not there) is one line on stderr
@@ -141,8 +144,8 @@ def _load_profile(name_or_path: str):
         raise UsageError(str(error)) from None
 
 
-def _ranks(text: str) -> int:
-    """--ranks: a whole number of at least 1 (0 is not "the default")."""
+def _at_least_one(text: str) -> int:
+    """--ranks, --micro-batches, --chunks, --tp, --dp: a whole number of at least 1 (0 is not "the default")."""
     try:
         ranks = int(text)
     except ValueError:
@@ -150,6 +153,35 @@ def _ranks(text: str) -> int:
     if ranks < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
     return ranks
+
+
+# LITERALINCLUDE START: PERF_PIPELINE_COMMAND
+def _pipeline(args) -> int:
+    """stages.py defines stages(): the model split into stages, in order, as (module, example input) pairs,
+    one per stage (devices x chunks of them); each is predicted without executing, then the schedule."""
+    from openreg_perf import devices_for
+    from openreg_perf.pipeline import predict_pipeline, predict_stage
+
+    if not Path(args.stages).is_file():
+        raise UsageError(f"{args.stages}: no such file")
+    profile = _load_profile(args.profile)
+    devices_for(profile)  # before stages.py imports torch
+    sys.path.insert(0, str(Path(args.stages).resolve().parent))
+    stages = runpy.run_path(args.stages, run_name="__stages__").get("stages")
+    if not callable(stages):
+        raise UsageError(f"{args.stages} defines no stages(): a function returning (module, example input) pairs")
+    predicted = [predict_stage(module, example, profile, ranks=args.tp) for module, example in stages()]
+    for index, stage in enumerate(predicted):
+        print(f"stage {index}: forward {stage.forward_s * 1e3:.3f} ms, backward {stage.backward_s * 1e3:.3f} ms, "
+              f"sends {stage.activation_bytes / 1e6:.1f} MB")
+    try:
+        step = predict_pipeline(predicted, profile, args.micro_batches, args.schedule, args.chunks, args.tp, args.dp,
+                                args.recompute)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(step.summary())
+    return 0
+# LITERALINCLUDE END: PERF_PIPELINE_COMMAND
 
 
 def _calibrate_host(args) -> int:
@@ -165,7 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("profiles", help="list the device profiles").set_defaults(action=_profiles)
     run = commands.add_parser("run", help="run a script on openreg and predict it on a profile")
     run.add_argument("--profile", required=True, help="a profile's name (see `profiles`) or a TOML file")
-    run.add_argument("--ranks", type=_ranks, default=None, help="predict collectives for this many ranks")
+    run.add_argument("--ranks", type=_at_least_one, default=None, help="predict collectives for this many ranks")
     run.add_argument("--no-execute", action="store_true",
                      help="timing-only: compute nothing, on devices of the profile's capacity (a model larger "
                           "than this machine)")
@@ -178,6 +210,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("script")
     run.add_argument("script_args", nargs=argparse.REMAINDER)
     run.set_defaults(action=_run)
+    pipeline = commands.add_parser("pipeline", help="predict a pipeline-parallel training step")
+    pipeline.add_argument("--profile", required=True, help="a profile's name (see `profiles`) or a TOML file")
+    pipeline.add_argument("--micro-batches", type=_at_least_one, required=True, help="micro-batches per step")
+    pipeline.add_argument("--schedule", default="1f1b", help="gpipe, 1f1b or interleaved-1f1b (default: 1f1b)")
+    pipeline.add_argument("--chunks", type=_at_least_one, default=1, help="stages per device (interleaved-1f1b)")
+    pipeline.add_argument("--tp", type=_at_least_one, default=1, help="tensor-parallel devices per stage")
+    pipeline.add_argument("--dp", type=_at_least_one, default=1, help="data-parallel replicas of the pipeline")
+    pipeline.add_argument("--recompute", default="none", help="none or full (activation checkpointing)")
+    pipeline.add_argument("stages", help="a Python file defining stages()")
+    pipeline.set_defaults(action=_pipeline)
     calibrate = commands.add_parser("calibrate-host", help="measure this machine as the `host` profile")
     calibrate.add_argument("--output", help="where to write it (default: where `host` is looked up first)")
     calibrate.set_defaults(action=_calibrate_host)

@@ -327,38 +327,42 @@ def bus_bandwidth_factor(op: str, ranks: int) -> float:
     raise ValueError(f"unknown collective {op!r}; one of {', '.join(COLLECTIVES)}")
 
 
-def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str | None = None) -> float:
+def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str | None = None,
+                       spans_nodes: bool | None = None) -> float:
     """Predicted time of one collective, with nccl-tests' size convention (all_reduce, broadcast: the
     buffer; all_gather: the gathered output; reduce_scatter: the input; all_to_all: what one rank sends).
-    algorithm: "ring", "tree" or "switch" (in-network reduction), or None for the fastest available."""
+    algorithm: "ring", "tree" or "switch" (in-network reduction), or None for the fastest available.
+    spans_nodes: whether the ranks are on more than one node; by default, whether there are more of them
+    than a node holds (consecutive ranks; a data-parallel group of pipelines spans nodes with fewer)."""
     bus_bandwidth_factor(op, ranks)  # validates op
     if ranks <= 1:
         return 0.0
-    available = _algorithms(op, profile, ranks, nbytes)
+    spans_nodes = ranks > profile.links.devices_per_node if spans_nodes is None else spans_nodes
+    available = _algorithms(op, profile, nbytes, spans_nodes)
     if algorithm is not None:
         if algorithm not in available:
             raise ValueError(f"{algorithm!r} cannot run {op} on {profile.name} over {ranks} ranks; "
                              f"available: {', '.join(available)}")
         available = (algorithm,)
-    return min(_algorithm_seconds(op, nbytes, ranks, profile, name) for name in available)
+    return min(_algorithm_seconds(op, nbytes, ranks, profile, name, spans_nodes) for name in available)
 
 
-def _algorithms(op: str, profile: Profile, ranks: int, nbytes: float) -> tuple[str, ...]:
+def _algorithms(op: str, profile: Profile, nbytes: float, spans_nodes: bool) -> tuple[str, ...]:
     if op != "all_reduce":
         return ("ring",)
-    within_node = ranks <= profile.links.devices_per_node
-    if not within_node:  # NCCL's tree is a tree of nodes: within one node it chains the GPUs
+    if spans_nodes:  # NCCL's tree is a tree of nodes: within one node it chains the GPUs
         return ("ring", "tree")
     if profile.links.switch_reduction and nbytes >= SWITCH_MIN_BYTES:
         return ("ring", "switch")
     return ("ring",)
 
 
-def _algorithm_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str) -> float:
+def _algorithm_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str,
+                       spans_nodes: bool) -> float:
     links, params = profile.links, profile.collectives
     rate = _link_rate(profile, ranks)
     extra_latency = 0.0
-    if ranks > links.devices_per_node:  # crosses nodes: each rank's share of the network is the limit
+    if spans_nodes:  # crosses nodes: each rank's share of the network is the limit
         rate = min(rate, links.network_bytes_per_s)
         extra_latency = links.network_latency_s
     if algorithm == "switch":

@@ -127,3 +127,38 @@ def test_printing_a_tensor_without_executing_says_its_values_were_never_computed
     (line,) = result.stderr.strip().splitlines()
     assert line == ("openreg-perf: error: reading a tensor's values (print, .item(), .tolist()) is not possible in "
                     f"timing-only mode (--no-execute): nothing was computed (at {printing}, line 4: print(t))")
+
+
+STAGES = textwrap.dedent("""
+    import torch
+
+    def stages():
+        x = torch.randn(256, 512, device="openreg", requires_grad=True)
+        return [(torch.nn.Linear(512, 512).to("openreg"), x) for _ in range(2)]
+""")
+
+
+def test_the_pipeline_command_predicts_each_stage_then_the_schedule(tmp_path):
+    result = openreg_perf("pipeline", "--profile", "h100-sxm", "--micro-batches", "4",
+                          str(script(tmp_path, STAGES, "stages.py")), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == ["stage 0", "stage 1"]
+    assert "sends 0.5 MB" in lines[0]
+    assert lines[2].startswith("1f1b: 2 devices x 1 chunks, 4 micro-batches: step ")
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--schedule", "zero-bubble"], "schedule must be one of gpipe, 1f1b, interleaved-1f1b"),
+    (["--chunks", "2"], "needs interleaved-1f1b"),
+])
+def test_a_pipeline_that_cannot_run_is_one_line(tmp_path, arguments, message):
+    result = openreg_perf("pipeline", "--profile", "h100-sxm", "--micro-batches", "4", *arguments,
+                          str(script(tmp_path, STAGES, "stages.py")), cwd=tmp_path)
+    assert message in a_mistake(result)
+
+
+def test_a_stages_file_without_stages_is_one_line(tmp_path):
+    result = openreg_perf("pipeline", "--profile", "h100-sxm", "--micro-batches", "4",
+                          str(script(tmp_path, "x = 1\n", "stages.py")), cwd=tmp_path)
+    assert "defines no stages()" in a_mistake(result)

@@ -1,0 +1,118 @@
+"""openreg_perf.pipeline: pipeline schedules played out over per-stage predictions, against the bubble
+fractions worked out by hand for equal stages, small timelines worked out by hand, and stages
+predicted from a real model without executing."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from openreg_perf.model import copy_seconds
+from openreg_perf.pipeline import StageTimes, device_order, play, predict_pipeline
+from openreg_perf.profile import load_profile
+
+
+def equal(count: int, forward: float = 1.0, backward: float = 2.0, nbytes: float = 0.0) -> list[StageTimes]:
+    return [StageTimes(forward, backward, nbytes) for _ in range(count)]
+
+
+def bubble(operations, devices: int) -> float:
+    end = max(op.end_s for op in operations)
+    busy = sum(op.end_s - op.start_s for op in operations) / devices
+    return 1 - busy / end
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("devices", "micro_batches"), [(2, 1), (4, 4), (4, 16), (8, 8), (8, 32)])
+def test_equal_stages_leave_the_bubble_of_p_minus_one_over_m_plus_p_minus_one(schedule, devices, micro_batches):
+    operations = play(equal(devices), micro_batches, schedule)
+    assert bubble(operations, devices) == pytest.approx((devices - 1) / (micro_batches + devices - 1))
+    assert max(op.end_s for op in operations) == pytest.approx(3.0 * (micro_batches + devices - 1))
+
+
+@pytest.mark.parametrize(("devices", "chunks", "micro_batches"), [(2, 2, 4), (4, 2, 8), (4, 4, 16), (8, 2, 32)])
+def test_interleaving_v_chunks_divides_the_bubble_by_v(devices, chunks, micro_batches):
+    # Each chunk holds 1/v of a device's layers: its forward and backward take 1/v of the time.
+    stages = equal(devices * chunks, 1.0 / chunks, 2.0 / chunks)
+    operations = play(stages, micro_batches, "interleaved-1f1b", chunks)
+    expected = (devices - 1) / (chunks * micro_batches + devices - 1)
+    assert bubble(operations, devices) == pytest.approx(expected)
+
+
+def test_two_stages_one_micro_batch_wait_for_each_other_and_the_links():
+    # Worked by hand: F0 [0, 1], send 0.5, F1 [1.5, 2.5], B1 [2.5, 4.5], send 0.5, B0 [5, 7].
+    operations = play(equal(2), 1, "1f1b", transfer_s=lambda boundary, nbytes: 0.5)
+    assert [(op.kind, op.stage, op.start_s, op.end_s) for op in operations] == [
+        ("F", 0, 0.0, 1.0), ("F", 1, 1.5, 2.5), ("B", 1, 2.5, 4.5), ("B", 0, 5.0, 7.0)]
+
+
+def test_1f1b_holds_at_most_p_micro_batches_where_gpipe_holds_all():
+    gpipe, one_f_one_b = (predict_pipeline(equal(4), "h100-sxm", 16, schedule) for schedule in ("gpipe", "1f1b"))
+    assert [gpipe.in_flight(d) for d in range(4)] == [16] * 4
+    assert [one_f_one_b.in_flight(d) for d in range(4)] == [4, 3, 2, 1]
+
+
+def test_every_schedule_runs_each_stage_forward_and_backward_once_per_micro_batch():
+    for schedule, devices, chunks in (("gpipe", 4, 1), ("1f1b", 4, 1), ("interleaved-1f1b", 4, 2)):
+        order = [op for d in range(devices) for op in device_order(schedule, d, devices, 8, chunks)]
+        assert sorted(order) == sorted((kind, stage, m) for kind in "FB" for stage in range(devices * chunks)
+                                       for m in range(8))
+
+
+def test_a_stage_boundary_between_nodes_sends_over_the_network():
+    across_profile = load_profile("h100-sxm")  # 8 devices per node: 4 stages x 4 tensor-parallel ranks need two
+    within_profile = dataclasses.replace(across_profile,
+                                         links=dataclasses.replace(across_profile.links, devices_per_node=16))
+    stages = equal(4, 1e-3, 2e-3, nbytes=64e6)
+    across, within = (predict_pipeline(stages, profile, 8, tensor_parallel=4)
+                      for profile in (across_profile, within_profile))
+    # The first micro-batch's forward and the last one's backward each cross the middle boundary.
+    links = across_profile.links
+    network_s = links.network_latency_s + 16e6 / links.network_bytes_per_s
+    assert across.pipeline_s - within.pipeline_s >= 2 * (network_s - copy_seconds(16e6, "p2p", False, across_profile))
+
+
+def test_data_parallel_replicas_add_their_gradient_reduction_and_recomputation_a_forward():
+    profile = load_profile("h100-sxm")
+    stages = [StageTimes(1e-3, 2e-3, 1e6, parameter_bytes=2e9) for _ in range(4)]
+    alone = predict_pipeline(stages, profile, 8)
+    replicated = predict_pipeline(stages, profile, 8, data_parallel=8)
+    assert alone.gradient_reduction_s == 0 and replicated.gradient_reduction_s > 0
+    assert replicated.step_time_s == pytest.approx(alone.pipeline_s + replicated.gradient_reduction_s)
+    recomputed = predict_pipeline(stages, profile, 8, recomputation="full")
+    assert recomputed.pipeline_s == pytest.approx(alone.pipeline_s * 4 / 3, rel=0.02)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (dict(schedule="zero-bubble"), "schedule must be one of"),
+    (dict(schedule="1f1b", chunks=2), "needs interleaved-1f1b"),
+    (dict(schedule="interleaved-1f1b", chunks=2, micro_batches=6), "not a multiple of 4"),
+    (dict(recomputation="selective"), "recomputation must be one of"),
+    (dict(micro_batches=0), "at least 1"),
+])
+def test_a_schedule_that_cannot_run_is_refused_saying_why(arguments, message):
+    arguments = {"micro_batches": 8, **arguments}
+    with pytest.raises(ValueError, match=message):
+        predict_pipeline(equal(8), "h100-sxm", **arguments)
+
+
+def test_stages_predicted_from_a_model_without_executing(tmp_path):
+    torch = pytest.importorskip("torch")
+    import openreg_perf
+    from openreg_perf.pipeline import predict_stage
+
+    profile = tmp_path / "h100-this-capacity.toml"  # timing-only mode needs devices of the profile's capacity
+    capacity = torch.openreg.mem_get_info()[1]
+    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
+        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+    blocks = [torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(
+        "openreg") for _ in range(4)]
+    x = torch.randn(512, 1024, device="openreg", requires_grad=True)
+    stages = [predict_stage(block, x, profile) for block in blocks]
+    assert all(s.backward_s > s.forward_s > 0 for s in stages)
+    assert stages[0].activation_bytes == 512 * 1024 * 4 and stages[0].parameter_bytes == (2 * 1024 * 4096 + 5120) * 4
+    assert len({(s.forward_s, s.backward_s) for s in stages}) == 1, "the same block is predicted the same"
+    step = predict_pipeline(stages, profile, micro_batches=8)
+    assert step.pipeline_s > 8 * (stages[0].forward_s + stages[0].backward_s)
+    assert 0 < step.bubble_fraction < 0.5
