@@ -12,6 +12,7 @@ Standard library only, like tools/dev.py.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import math
@@ -385,7 +386,9 @@ CI_STEPS = {
 # nothing in common: .venv is only read, each environment of
 # build/combinations is a step's own (the shared torch is made once, under a
 # lock), the sanitizer has its own build folder, and pytest keeps no cache.
-# A failed step lets the running ones finish and starts no more.
+# A failed step lets the running ones finish and starts no more. A step that
+# needs no wheel has already started, beside the builds (Note [Steps beside
+# the builds]).
 MEASURED_TIMES = BUILD_LOGS / "ci-step-times.json"
 COMMITTED_TIMES = ROOT / "tools" / "ci_step_times.json"
 
@@ -417,12 +420,51 @@ def busy_cpu_seconds() -> float | None:
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
-def run_steps(args: list[str], workers: int) -> None:
-    """Runs every step, `workers` at a time, longest first (Note [CI's
-    scheduler]); exits with the first failed step's status once the running
-    ones have stopped."""
+# Note [Steps beside the builds]
+# A step that needs no OpenReg wheel starts as soon as .venv holds its pinned
+# tools, in the background, while setup builds the packages: the builds leave
+# a core idle for long stretches (pip unpacking the pins, linking, a package
+# of a few files, the quick checks), and the cross builds' single-threaded
+# compiles of zig's libc++ fill them. Its output and time are reported like
+# any other step's, once the steps on the workers have ended.
+STEPS_BESIDE_THE_BUILDS = ("cross-platform",)
+
+
+class BackgroundStep:
+    def __init__(self, name: str, args: list[str]) -> None:
+        BUILD_LOGS.mkdir(parents=True, exist_ok=True)
+        self.name, self.log_path, self.start = name, BUILD_LOGS / f"ci-{name}.log", time.monotonic()
+        self._log = open(self.log_path, "w")
+        self.process = subprocess.Popen([sys.executable, __file__, "step", name, *args], cwd=ROOT, stdout=self._log,
+                                        stderr=subprocess.STDOUT)
+        atexit.register(self.process.kill)  # a failed setup or check leaves nothing running behind it
+
+    def wait(self) -> tuple[int, float]:
+        code = self.process.wait()
+        self._log.close()
+        return code, time.monotonic() - self.start
+
+
+def start_steps_beside_the_builds(args: list[str]) -> list[BackgroundStep]:
+    return [BackgroundStep(name, args) for name in STEPS_BESIDE_THE_BUILDS]
+
+
+def run_steps(args: list[str], workers: int, beside: list[BackgroundStep] = ()) -> None:
+    """Runs every step but those already running beside the builds, `workers`
+    at a time, longest first (Note [CI's scheduler]), then waits for those;
+    exits with the first failed step's status once the running ones have
+    stopped."""
     BUILD_LOGS.mkdir(parents=True, exist_ok=True)
-    pending, lock, failures, times, ran_on = schedule(), threading.Lock(), [], {}, {}
+    pending = [name for name in schedule() if name not in {step.name for step in beside}]
+    lock, failures, times, ran_on = threading.Lock(), [], {}, {}
+
+    def finished(name: str, code: int, took: float, where: str) -> None:
+        with lock:
+            times[name], ran_on[name] = took, where
+            print(f"\n===== {name}: {'passed' if code == 0 else 'FAILED'} in {elapsed(took)}", flush=True)
+            print((BUILD_LOGS / f"ci-{name}.log").read_text(errors="replace"), flush=True)
+            if code != 0:
+                failures.append(code)
 
     def worker(number: int) -> None:
         while True:
@@ -430,17 +472,11 @@ def run_steps(args: list[str], workers: int) -> None:
                 if failures or not pending:
                     return
                 name = pending.pop(0)
-            log_path, start = BUILD_LOGS / f"ci-{name}.log", time.monotonic()
-            with open(log_path, "w") as log:
+            start = time.monotonic()
+            with open(BUILD_LOGS / f"ci-{name}.log", "w") as log:
                 code = subprocess.run([sys.executable, __file__, "step", name, *args], cwd=ROOT, stdout=log,
                                       stderr=subprocess.STDOUT).returncode
-            with lock:
-                times[name], ran_on[name] = time.monotonic() - start, number
-                print(f"\n===== {name}: {'passed' if code == 0 else 'FAILED'} in {elapsed(times[name])}",
-                      flush=True)
-                print(log_path.read_text(errors="replace"), flush=True)
-                if code != 0:
-                    failures.append(code)
+            finished(name, code, time.monotonic() - start, f"worker {number}")
 
     start, busy_at_start = time.monotonic(), busy_cpu_seconds()
     threads = [threading.Thread(target=worker, args=(number,)) for number in range(1, workers + 1)]
@@ -448,9 +484,10 @@ def run_steps(args: list[str], workers: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    for number in range(1, workers + 1):
-        print(f"worker {number}: " + ", ".join(f"{name} {elapsed(times[name])}" for name in times
-                                              if ran_on[name] == number))
+    for step in beside:
+        finished(step.name, *step.wait(), "beside the builds")
+    for where in sorted(set(ran_on.values())):
+        print(f"{where}: " + ", ".join(f"{name} {elapsed(times[name])}" for name in times if ran_on[name] == where))
     wall = time.monotonic() - start
     busy = busy_cpu_seconds()
     usage = (f", the cores {100 * (busy - busy_at_start) / (wall * (os.cpu_count() or 1)):.0f}% busy"
@@ -463,12 +500,13 @@ def run_steps(args: list[str], workers: int) -> None:
         sys.exit(failures[0])
 
 
-def test(args: list[str]) -> None:
-    """`tools/dev.py test ARGS`, after setup: the quick checks, then every step."""
+def test(args: list[str], beside: list[BackgroundStep] = ()) -> None:
+    """`tools/dev.py test ARGS`, after setup (and the steps it started beside
+    its builds): the quick checks, then every step."""
     for check in (["tools/docs_check.py"], ["tools/layering.py"], ["tools/size_report.py"], ["tools/api_check.py"],
                   ["-m", "ruff", "check", "."]):
         run(PYTHON, *check)
-    run_steps(args, workers=max(2, os.cpu_count() or 2))
+    run_steps(args, workers=max(2, os.cpu_count() or 2), beside=beside)
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,12 +219,15 @@ def build_wheel(name: str) -> Path:
 # LITERALINCLUDE END: BUILD_WHEEL
 
 
-def setup() -> None:
+def setup(after_pins: Callable[[], None] | None = None) -> None:
+    """.venv with the pins, then every package built and installed; after_pins runs in between."""
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"OpenReg targets Python 3.11; run this with python3.11, not {sys.version}")
     if not PYTHON.exists():
         run(sys.executable, "-m", "venv", VENV)
     install_pins(VENV, VENV_GROUPS)
+    if after_pins is not None:
+        after_pins()
     stamps = VENV / "openreg-stamps"
     built_against: list[Path] = []  # a package compiles against the headers of those before it
     for package in PACKAGES:
@@ -254,12 +258,14 @@ def main() -> None:
         "docs": [lambda: run_logged("docs", *SPHINX, *args)],
         "pytest": [step([PYTHON, "-m", "pytest", *args], dict(os.environ, OPENREG_COMBINATION_PACKAGES=",".join(
             p.name for p in PACKAGES)))],
-        # Everything CI checks: the quick checks, then every step side by side (tools/ci.py).
-        "test": [lambda: ci.test(args)],
+        # Everything CI checks: the quick checks, then every step side by side (tools/ci.py), some of
+        # them started beside the builds (Note [Steps beside the builds]).
+        "test": [lambda: ci.test(args, beside)],
     }
     if command not in steps:
         sys.exit(__doc__)
-    setup()
+    beside = []
+    setup(after_pins=(lambda: beside.extend(ci.start_steps_beside_the_builds(args))) if command == "test" else None)
     for action in steps[command]:
         try:
             action()

@@ -54,3 +54,19 @@ def test_an_environment_is_seeded_from_venv_by_links_and_pip_finds_it_complete(t
     pip = [environment / "bin" / "python", "-m", "pip", "install", "--no-index", *ci.pins(("lint",))]
     checked = subprocess.run(pip, capture_output=True, text=True)
     assert checked.returncode == 0 and "Requirement already satisfied" in checked.stdout, checked.stderr
+
+
+def test_a_step_started_beside_the_builds_is_reported_and_its_failure_fails_the_run(tmp_path, monkeypatch, capsys):
+    """Note [Steps beside the builds]: the workers leave it alone, and its result counts like a worker's."""
+    monkeypatch.setattr(ci, "BUILD_LOGS", tmp_path)
+    monkeypatch.setattr(ci, "MEASURED_TIMES", tmp_path / "times.json")
+    started = []
+    monkeypatch.setattr(ci, "schedule", lambda: [step.name for step in started])  # nothing else to run
+    started.append(ci.BackgroundStep("no-such-step", []))  # tools/ci.py refuses it: status 1
+    with pytest.raises(SystemExit) as ended:
+        ci.run_steps([], workers=1, beside=started)
+    assert ended.value.code == 1
+    output = capsys.readouterr().out
+    assert "===== no-such-step: FAILED in " in output and "steps: " in output  # its log, printed whole
+    assert "beside the builds: no-such-step " in output
+    assert not (tmp_path / "times.json").exists(), "a failed run's times are not kept"
