@@ -438,11 +438,18 @@ class BackgroundStep:
         self.process = subprocess.Popen([sys.executable, __file__, "step", name, *args], cwd=ROOT, stdout=self._log,
                                         stderr=subprocess.STDOUT)
         atexit.register(self.process.kill)  # a failed setup or check leaves nothing running behind it
+        self.took = None  # its time, from start to end, whenever it is waited for
+        self._timer = threading.Thread(target=self._time, daemon=True)
+        self._timer.start()
+
+    def _time(self) -> None:
+        self.process.wait()
+        self.took = time.monotonic() - self.start
 
     def wait(self) -> tuple[int, float]:
-        code = self.process.wait()
+        self._timer.join()
         self._log.close()
-        return code, time.monotonic() - self.start
+        return self.process.returncode, self.took
 
 
 def start_steps_beside_the_builds(args: list[str]) -> list[BackgroundStep]:
