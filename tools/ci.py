@@ -430,7 +430,9 @@ def busy_cpu_seconds() -> float | None:
 STEPS_BESIDE_THE_BUILDS = ("cross-platform",)
 
 
-class BackgroundStep:
+class StepProcess:
+    """`tools/ci.py step NAME` in a process of its own, its output in build/logs/ci-NAME.log."""
+
     def __init__(self, name: str, args: list[str]) -> None:
         BUILD_LOGS.mkdir(parents=True, exist_ok=True)
         self.name, self.log_path, self.start = name, BUILD_LOGS / f"ci-{name}.log", time.monotonic()
@@ -452,11 +454,11 @@ class BackgroundStep:
         return self.process.returncode, self.took
 
 
-def start_steps_beside_the_builds(args: list[str]) -> list[BackgroundStep]:
-    return [BackgroundStep(name, args) for name in STEPS_BESIDE_THE_BUILDS]
+def start_steps_beside_the_builds(args: list[str]) -> list[StepProcess]:
+    return [StepProcess(name, args) for name in STEPS_BESIDE_THE_BUILDS]
 
 
-def run_steps(args: list[str], workers: int, beside: list[BackgroundStep] = ()) -> None:
+def run_steps(args: list[str], workers: int, beside: list[StepProcess] = ()) -> None:
     """Runs every step but those already running beside the builds, `workers`
     at a time, longest first (Note [CI's scheduler]), then waits for those;
     exits with the first failed step's status once the running ones have
@@ -479,11 +481,7 @@ def run_steps(args: list[str], workers: int, beside: list[BackgroundStep] = ()) 
                 if failures or not pending:
                     return
                 name = pending.pop(0)
-            start = time.monotonic()
-            with open(BUILD_LOGS / f"ci-{name}.log", "w") as log:
-                code = subprocess.run([sys.executable, __file__, "step", name, *args], cwd=ROOT, stdout=log,
-                                      stderr=subprocess.STDOUT).returncode
-            finished(name, code, time.monotonic() - start, f"worker {number}")
+            finished(name, *StepProcess(name, args).wait(), f"worker {number}")
 
     start, busy_at_start = time.monotonic(), busy_cpu_seconds()
     threads = [threading.Thread(target=worker, args=(number,)) for number in range(1, workers + 1)]
@@ -507,7 +505,7 @@ def run_steps(args: list[str], workers: int, beside: list[BackgroundStep] = ()) 
         sys.exit(failures[0])
 
 
-def test(args: list[str], beside: list[BackgroundStep] = ()) -> None:
+def test(args: list[str], beside: list[StepProcess] = ()) -> None:
     """`tools/dev.py test ARGS`, after setup (and the steps it started beside
     its builds): the quick checks, then every step."""
     for check in (["tools/docs_check.py"], ["tools/layering.py"], ["tools/size_report.py"], ["tools/api_check.py"],

@@ -62,7 +62,7 @@ def test_a_step_started_beside_the_builds_is_reported_and_its_failure_fails_the_
     monkeypatch.setattr(ci, "MEASURED_TIMES", tmp_path / "times.json")
     started = []
     monkeypatch.setattr(ci, "schedule", lambda: [step.name for step in started])  # nothing else to run
-    started.append(ci.BackgroundStep("no-such-step", []))  # tools/ci.py refuses it: status 1
+    started.append(ci.StepProcess("no-such-step", []))  # tools/ci.py refuses it: status 1
     with pytest.raises(SystemExit) as ended:
         ci.run_steps([], workers=1, beside=started)
     assert ended.value.code == 1

@@ -118,8 +118,7 @@ bool platformMapDevice(int device, size_t size, DeviceMapping* out, std::string*
     shm_unlink(name.c_str());
     return false;
   }
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  remember(fd, Named{id, name, false});
+  remember(fd, Named{id, name, false});  // shm_open's descriptor is close-on-exec already (POSIX)
   devices[device] = DeviceFile{fd, out->host, size};
   out->fd = fd;
   return true;
