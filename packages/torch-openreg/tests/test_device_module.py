@@ -468,3 +468,19 @@ def test_a_program_that_ends_right_after_a_backward_exits_cleanly(python):
     for _ in range(8):
         result = python.run(BACKWARD_THEN_EXIT, check=False)
         assert (result.returncode, result.stdout.strip()) == (0, "done"), result.stderr[-2000:]
+
+
+def test_settling_the_autograd_threads_at_exit_imports_nothing(python):
+    """The exit handler's backward must not import torch._dynamo (a second of
+    every program's exit, when it did). The check is registered before torch,
+    so it runs after torch-openreg's exit handlers."""
+    result = python.run("""
+        import atexit, sys
+        atexit.register(lambda: print("dynamo imported at exit:", "torch._dynamo" in sys.modules))
+        import torch
+        x = torch.ones(3, device="openreg", requires_grad=True)
+        x.clone().sum().backward()
+        print("dynamo imported by the program:", "torch._dynamo" in sys.modules)
+    """)
+    assert result.stdout.splitlines() == ["dynamo imported by the program: False",
+                                          "dynamo imported at exit: False"], result.stdout

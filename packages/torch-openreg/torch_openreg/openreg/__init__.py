@@ -149,6 +149,9 @@ def is_initialized() -> bool:
 # may still take the GIL, each device's autograd thread is handed one more
 # tiny backward, through the engine directly so that it stores no Python
 # object: by the time it is done, the thread has let go of the last one.
+# The backward is of a clone: an operator whose output the device executor
+# works out with a Python meta function (x * 1 was) imports torch._dynamo
+# the first time, which added a second to the exit of every program.
 def _settle_autograd_threads_at_exit() -> None:
     if not is_initialized():
         return
@@ -159,7 +162,7 @@ def _settle_autograd_threads_at_exit() -> None:
             continue  # never used: no autograd thread either
         try:
             leaf = torch.zeros((), device=torch.device("openreg", index), requires_grad=True)
-            root = leaf * 1
+            root = leaf.clone()
             Variable._execution_engine.run_backward((root,), (torch.ones_like(root),), False, False, (), True, True)
         except Exception:  # noqa: BLE001  (a device left faulted by the program: nothing to settle)
             pass
