@@ -75,12 +75,20 @@ class Compiled:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def inductor_cache(tmp_path_factory) -> str:
+    """Inductor's caches for this module, in a temporary directory: the children
+    that compile a package of their own find there what every compilation
+    builds first (the probes of the CPU, the precompiled headers)."""
+    return str(tmp_path_factory.mktemp("aoti-inductor"))
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, inductor_cache):
     """The three packages, compiled once for the module (each costs tens of
-    seconds), Inductor's caches in a temporary directory."""
+    seconds)."""
     folder = tmp_path_factory.mktemp("aoti")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor"))
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", inductor_cache)
         packages = {name: Compiled(name, folder) for name in MODELS}
     gc.collect()  # the compilations' garbage holds device memory the tests must not count
     yield packages
@@ -174,7 +182,7 @@ def test_kernels_queue_on_the_current_stream(compiled, gate):
         torch.testing.assert_close(out.cpu(), c.cpu_model(x).detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_unsupported_modes_are_refused_by_name(python, tmp_path):
+def test_unsupported_modes_are_refused_by_name(python, inductor_cache):
     """Runtime constant folding (the folding step places the weights) and
     torch.compile's C++ wrapper. In a child: a failed compilation keeps the
     model's weights alive in Inductor's state, which this process's memory
@@ -197,7 +205,7 @@ def test_unsupported_modes_are_refused_by_name(python, tmp_path):
         except Exception as error:
             messages.append(str(error))
         print(json.dumps(messages))
-    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=300)
+    """, env={"TORCHINDUCTOR_CACHE_DIR": inductor_cache}, timeout=300)
     assert len(messages) == 2
     assert "openreg does not support aot_inductor.use_runtime_constant_folding" in messages[0]
     assert "openreg does not support torch.compile with cpp_wrapper=True" in messages[1]
@@ -241,7 +249,7 @@ def test_a_package_runs_from_four_threads_at_once(compiled, python):
         torch.testing.assert_close(torch.tensor(out), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(compiled, python, tmp_path):
+def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(compiled, python, inductor_cache):
     """The package records the kernel API MAJOR it was compiled against; one
     recording 999 stands for a package built by another torch-openreg. In a
     child, as above."""
@@ -260,7 +268,7 @@ def test_a_package_built_for_another_kernel_api_major_is_refused_naming_both(com
             print(json.dumps("loaded"))
         except Exception as error:
             print(json.dumps(str(error)))
-    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=300)
+    """, env={"TORCHINDUCTOR_CACHE_DIR": inductor_cache}, timeout=300)
     version = (Path(torch_openreg.get_include()) / "torch_openreg" / "Version.h").read_text()
     major, minor = (re.search(rf"TORCH_OPENREG_API_VERSION_{part} (\d+)", version).group(1)
                     for part in ("MAJOR", "MINOR"))
