@@ -112,9 +112,10 @@ def fit(cases: list[Case]) -> Fit:
     keys = [(name, None) for name in PARAMETERS if name not in LEVEL_PARAMETERS]
     keys += [(name, device) for name in LEVEL_PARAMETERS for device in devices]
     values = {key: PARAMETERS[key[0]][0] for key in keys}
-    affected = {key: _affected_rows(cases, values, key) for key in keys}
-    keys = [key for key in keys if affected[key]]
     everything = list(range(len(cases)))
+    at_start = _predictions(cases, values, everything)
+    affected = {key: _affected_rows(cases, values, key, at_start) for key in keys}
+    keys = [key for key in keys if affected[key]]
     for _ in range(SWEEPS):
         before = _loss(cases, values, everything)
         for key in keys:
@@ -130,14 +131,14 @@ def _parameters(values: dict, device: str) -> dict[str, float]:
     return {**shared, **own}
 
 
-def _affected_rows(cases, values, key) -> list[int]:
-    """Rows that inform a parameter: their prediction moves by more than 1 % when it grows by half.
-    A parameter no row informs keeps its starting value instead of drifting on rounding noise."""
+def _affected_rows(cases, values, key, predicted: list[float]) -> list[int]:
+    """Rows that inform a parameter: their prediction (predicted, at values) moves by more than 1 % when
+    it grows by half. A parameter no row informs keeps its starting value instead of drifting on
+    rounding noise."""
     name, owner = key
     candidates = [index for index, case in enumerate(cases) if owner is None or case.device == owner]
-    before = _predictions(cases, values, candidates)
     after = _predictions(cases, {**values, key: values[key] * 1.5}, candidates)
-    return [index for index, old, new in zip(candidates, before, after, strict=True) if abs(new / old - 1) > 0.01]
+    return [index for index, new in zip(candidates, after, strict=True) if abs(new / predicted[index] - 1) > 0.01]
 
 
 def _predictions(cases, values, rows) -> list[float]:
