@@ -422,12 +422,15 @@ def busy_cpu_seconds() -> float | None:
 
 # Note [Steps beside the builds]
 # A step that needs no OpenReg wheel starts as soon as .venv holds its pinned
-# tools, in the background, while setup builds the packages: the builds leave
-# a core idle for long stretches (pip unpacking the pins, linking, a package
-# of a few files, the quick checks), and the cross builds' single-threaded
-# compiles of zig's libc++ fill them. Its output and time are reported like
-# any other step's, once the steps on the workers have ended.
+# tools (BESIDE_THE_BUILDS_GROUPS, installed before the other pins), in the
+# background, while setup installs the other pins and builds the packages:
+# those leave a core idle for long stretches (pip downloading and unpacking
+# torch, linking, a package of a few files, the quick checks), and the cross
+# builds' single-threaded compiles of zig's libc++ fill them. Its output and
+# time are reported like any other step's, once the steps on the workers have
+# ended.
 STEPS_BESIDE_THE_BUILDS = ("cross-platform",)
+BESIDE_THE_BUILDS_GROUPS = ("test", "build", "cross")  # pytest, cmake and ninja, zig
 
 
 class StepProcess:

@@ -176,17 +176,18 @@ def pins(groups: tuple[str, ...]) -> list[str]:
     return sorted({pin for group in groups for pin in declared[group]})
 
 
-def install_pins(environment: Path, groups: tuple[str, ...]) -> None:
-    """Installs the groups' pins into a virtual environment, when they changed."""
+def install_pins(environment: Path, groups: tuple[str, ...], stamp: str = "requirements") -> None:
+    """Installs the groups' pins into a virtual environment, when they changed
+    since the stamp of that name was written."""
     requirements = pins(groups)
     digest = hashlib.sha256(json.dumps(requirements).encode()).hexdigest()
     stamps = environment / "openreg-stamps"
-    if not up_to_date(stamps, "requirements", digest):
+    if not up_to_date(stamps, stamp, digest):
         print(f"installing {len(requirements)} pinned packages into {environment.relative_to(ROOT)} "
               "(torch among them: a minute or two)", flush=True)
         run_logged(f"pins-{environment.name}", environment / "bin" / "python", "-m", "pip", "install",
                    *requirements)
-        mark_done(stamps, "requirements", digest)
+        mark_done(stamps, stamp, digest)
 
 
 def build_environment() -> dict:
@@ -219,15 +220,18 @@ def build_wheel(name: str) -> Path:
 # LITERALINCLUDE END: BUILD_WHEEL
 
 
-def setup(after_pins: Callable[[], None] | None = None) -> None:
-    """.venv with the pins, then every package built and installed; after_pins runs in between."""
+def setup(early: tuple[tuple[str, ...], Callable[[], None]] | None = None) -> None:
+    """.venv with the pins, then every package built and installed. early, (groups, start): the pins of
+    those groups first, then start() runs while the other pins install and the packages build."""
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"OpenReg targets Python 3.11; run this with python3.11, not {sys.version}")
     if not PYTHON.exists():
         run(sys.executable, "-m", "venv", VENV)
+    if early is not None:
+        groups, start = early
+        install_pins(VENV, groups, stamp="requirements-early")
+        start()
     install_pins(VENV, VENV_GROUPS)
-    if after_pins is not None:
-        after_pins()
     stamps = VENV / "openreg-stamps"
     built_against: list[Path] = []  # a package compiles against the headers of those before it
     for package in PACKAGES:
@@ -265,7 +269,8 @@ def main() -> None:
     if command not in steps:
         sys.exit(__doc__)
     beside = []
-    setup(after_pins=(lambda: beside.extend(ci.start_steps_beside_the_builds(args))) if command == "test" else None)
+    setup(early=(ci.BESIDE_THE_BUILDS_GROUPS, lambda: beside.extend(ci.start_steps_beside_the_builds(args)))
+          if command == "test" else None)
     for action in steps[command]:
         try:
             action()
