@@ -169,7 +169,8 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     boundary between two nodes sends over the network and the others over the device links; each
     tensor-parallel rank sends its 1 / tensor_parallel of the activation (Megatron-LM's scatter-gather).
     recomputation="full" runs each stage's forward again before its backward (activation checkpointing
-    of every layer)."""
+    of every layer), for stages predicted from modules that do not checkpoint themselves; a module that
+    does (torch.utils.checkpoint, fully or selectively) has its recomputation in its predicted backward."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     if recomputation not in RECOMPUTATION:

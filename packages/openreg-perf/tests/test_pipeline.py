@@ -116,3 +116,60 @@ def test_stages_predicted_from_a_model_without_executing(tmp_path):
     step = predict_pipeline(stages, profile, micro_batches=8)
     assert step.pipeline_s > 8 * (stages[0].forward_s + stages[0].backward_s)
     assert 0 < step.bubble_fraction < 0.5
+
+
+def _profile_of_this_capacity(torch, folder: Path) -> Path:
+    """The H100 profile with this machine's device capacity: timing-only mode needs devices of the profile's."""
+    import openreg_perf
+
+    profile = folder / "h100-this-capacity.toml"
+    capacity = torch.openreg.mem_get_info()[1]
+    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
+        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+    return profile
+
+
+def test_activation_recomputation_is_priced_as_the_checkpointed_stage_runs_it(tmp_path):
+    """A stage that checkpoints its layers (torch.utils.checkpoint, as a training script does) recomputes
+    in its backward what the backward needs of the forward: all of it but the last matmul, whose output
+    no backward reads (PyTorch stops recomputing there), or, selectively, only what its policy does not
+    save (here every op but the matmuls: the GELU). The prediction records those kernels in the backward,
+    at the forward's prices."""
+    torch = pytest.importorskip("torch")
+    import functools
+    from collections import Counter
+
+    import openreg_perf
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    profile = _profile_of_this_capacity(torch, tmp_path)
+    block = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(
+        "openreg")
+    for parameter in block.parameters():
+        parameter.grad = torch.empty_like(parameter)  # each backward adds to them, as every run's does
+    x = torch.randn(512, 1024, device="openreg")
+
+    def save_matmuls(context, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op is torch.ops.aten.addmm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+    selective = functools.partial(create_selective_checkpoint_contexts, save_matmuls)
+    runs = {"none": lambda: block(x), "full": lambda: checkpoint(block, x, use_reentrant=False),
+            "selective": lambda: checkpoint(block, x, use_reentrant=False, context_fn=selective)}
+    kernels = {}
+    for name, run in runs.items():
+        x.requires_grad_()  # its gradient is written, as the previous stage's input is: not added to
+        with openreg_perf.simulate(profile, execute=False) as forward:
+            output = run()
+        gradient = torch.empty_like(output)
+        with openreg_perf.simulate(profile, execute=False) as backward:
+            output.backward(gradient)
+        kernels[name] = (forward.kernels, backward.kernels)
+        x = x.detach()
+    (addmm, gelu, _), plain_backward = kernels["none"]
+    for name, recomputed in (("full", [addmm, gelu]), ("selective", [gelu])):
+        forward, backward = kernels[name]
+        assert [k.name for k in forward] == ["aten::addmm", "aten::gelu", "aten::addmm"]
+        assert Counter(k.name for k in backward) - Counter(k.name for k in plain_backward) == \
+            Counter(k.name for k in recomputed), name
+        assert sum(k.seconds for k in backward) == pytest.approx(
+            sum(k.seconds for k in plain_backward) + sum(k.seconds for k in recomputed)), name
