@@ -57,20 +57,33 @@ class Operation:
 
 @dataclass
 class PipelinePrediction:
-    """A pipeline-parallel step: step_time_s is the pipeline's time (first forward to last backward) plus
-    the data-parallel reduction of the gradients after it (not overlapped with the backward here)."""
+    """A pipeline-parallel step: the pipeline (first forward to last backward), and each device's
+    data-parallel reduction of its gradients, which starts when the device's last backward ends, while
+    the devices before it may still run theirs. step_time_s ends with the last reduction."""
 
     schedule: str
     devices: int  # pipeline stages on devices (PP); a device holds `chunks` stages
     chunks: int
     micro_batches: int
     pipeline_s: float
-    gradient_reduction_s: float
+    reductions_s: list[float]  # each device's gradient reduction across its data-parallel replicas
     operations: list[Operation] = field(repr=False)
+
+    def last_backward_end_s(self, device: int) -> float:
+        return max(op.end_s for op in self.operations if op.device == device)
+
+    @property
+    def gradient_reduction_s(self) -> float:
+        return max(self.reductions_s)
 
     @property
     def step_time_s(self) -> float:
-        return self.pipeline_s + self.gradient_reduction_s
+        return max(self.last_backward_end_s(d) + self.reductions_s[d] for d in range(self.devices))
+
+    @property
+    def exposed_reduction_s(self) -> float:
+        """The part of the reductions that runs after the pipeline: the rest overlaps its backwards."""
+        return self.step_time_s - self.pipeline_s
 
     def busy_s(self, device: int) -> float:
         return sum(op.end_s - op.start_s for op in self.operations if op.device == device)
@@ -92,7 +105,8 @@ class PipelinePrediction:
     def summary(self) -> str:
         return (f"{self.schedule}: {self.devices} devices x {self.chunks} chunks, {self.micro_batches} micro-batches: "
                 f"step {self.step_time_s * 1e3:.1f} ms (pipeline {self.pipeline_s * 1e3:.1f} ms, bubble "
-                f"{100 * self.bubble_fraction:.1f} %, gradient reduction {self.gradient_reduction_s * 1e3:.1f} ms), "
+                f"{100 * self.bubble_fraction:.1f} %, gradient reduction {self.gradient_reduction_s * 1e3:.1f} ms, "
+                f"{self.exposed_reduction_s * 1e3:.1f} ms of it after the pipeline), "
                 f"at most {max(self.in_flight(d) for d in range(self.devices))} micro-batches in flight")
 
 
@@ -173,6 +187,10 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     does (torch.utils.checkpoint, fully or selectively) has its recomputation in its predicted backward."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
+    if recomputation == "selective":
+        raise ValueError("recomputation must be one of none, full: selective recomputation is predicted as it "
+                         "runs, from stages whose modules checkpoint themselves (torch.utils.checkpoint with "
+                         "create_selective_checkpoint_contexts)")
     if recomputation not in RECOMPUTATION:
         raise ValueError(f"recomputation must be one of {', '.join(RECOMPUTATION)}, not {recomputation!r}")
     if recomputation == "full":
@@ -187,12 +205,14 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
         return _point_to_point_s(nbytes / tensor_parallel, profile, crosses_nodes)
 
     operations = play(stages, micro_batches, schedule, chunks, transfer_s)
-    # Each device's gradients, summed over its replicas once its last backward ends.
-    gradients = max(sum(s.parameter_bytes for s in stages[d::devices]) for d in range(devices)) / tensor_parallel
+    # Each device's gradients (its tensor-parallel rank's share of its stages' parameters), summed over its
+    # replicas once its last backward has made them final; a bucketed reduction (DDP's) could start during
+    # that backward, so this is the later bound.
     spans_nodes = devices * tensor_parallel * data_parallel > per_node
-    reduction = collective_seconds("all_reduce", gradients, data_parallel, profile, spans_nodes=spans_nodes)
+    reductions = [collective_seconds("all_reduce", sum(s.parameter_bytes for s in stages[d::devices]) / tensor_parallel,
+                                     data_parallel, profile, spans_nodes=spans_nodes) for d in range(devices)]
     return PipelinePrediction(schedule, devices, chunks, micro_batches, max(op.end_s for op in operations),
-                              reduction, operations)
+                              reductions, operations)
 # LITERALINCLUDE END: PREDICT_PIPELINE
 
 

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from openreg_perf.model import copy_seconds
+from openreg_perf.model import collective_seconds, copy_seconds
 from openreg_perf.pipeline import StageTimes, device_order, play, predict_pipeline
 from openreg_perf.profile import load_profile
 
@@ -79,16 +79,34 @@ def test_data_parallel_replicas_add_their_gradient_reduction_and_recomputation_a
     alone = predict_pipeline(stages, profile, 8)
     replicated = predict_pipeline(stages, profile, 8, data_parallel=8)
     assert alone.gradient_reduction_s == 0 and replicated.gradient_reduction_s > 0
+    # Equal stages: the first device's backward ends last, and its reduction is all after the pipeline.
     assert replicated.step_time_s == pytest.approx(alone.pipeline_s + replicated.gradient_reduction_s)
     recomputed = predict_pipeline(stages, profile, 8, recomputation="full")
     assert recomputed.pipeline_s == pytest.approx(alone.pipeline_s * 4 / 3, rel=0.02)
+
+
+def test_a_device_reduces_its_gradients_while_the_devices_before_it_still_run_their_backwards():
+    # The last stage holds the output layer: four times the parameters. Its device's last backward ends
+    # three backwards and their gradients' transfers (6 ms and a little) before the first device's, and
+    # its reduction starts then.
+    profile = load_profile("h100-sxm")
+    stages = [StageTimes(1e-3, 2e-3, 1e6, parameter_bytes=nbytes) for nbytes in (1e8, 1e8, 1e8, 4e8)]
+    step = predict_pipeline(stages, profile, 8, data_parallel=8)  # 32 devices: replicas on other nodes
+    small, large = (collective_seconds("all_reduce", nbytes, 8, profile, spans_nodes=True) for nbytes in (1e8, 4e8))
+    assert step.reductions_s == pytest.approx([small, small, small, large])
+    assert step.last_backward_end_s(0) == pytest.approx(step.pipeline_s)
+    earlier = 3 * (2e-3 + copy_seconds(1e6, "p2p", False, profile))
+    assert step.last_backward_end_s(3) == pytest.approx(step.pipeline_s - earlier)
+    assert step.step_time_s == pytest.approx(max(step.pipeline_s + small, step.pipeline_s - earlier + large))
+    assert step.exposed_reduction_s < step.gradient_reduction_s == pytest.approx(large)
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
     (dict(schedule="zero-bubble"), "schedule must be one of"),
     (dict(schedule="1f1b", chunks=2), "needs interleaved-1f1b"),
     (dict(schedule="interleaved-1f1b", chunks=2, micro_batches=6), "not a multiple of 4"),
-    (dict(recomputation="selective"), "recomputation must be one of"),
+    (dict(recomputation="selective"), "predicted as it runs, from stages whose modules checkpoint themselves"),
+    (dict(recomputation="some"), "recomputation must be one of none, full, not 'some'"),
     (dict(micro_batches=0), "at least 1"),
 ])
 def test_a_schedule_that_cannot_run_is_refused_saying_why(arguments, message):
