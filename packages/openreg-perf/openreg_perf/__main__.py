@@ -180,6 +180,7 @@ def _pipeline(args) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     print(step.summary())
+    print("\n".join(step.device_lines()))
     return 0
 # LITERALINCLUDE END: PERF_PIPELINE_COMMAND
 

@@ -55,6 +55,16 @@ class Operation:
     end_s: float
 
 
+@dataclass(frozen=True)
+class DeviceTimes:
+    """One device's share of a step: computing, waiting inside the pipeline (its bubble: for its turn or
+    for its input to arrive), and its gradient reduction still running after the pipeline has ended."""
+
+    compute_s: float
+    bubble_s: float
+    exposed_reduction_s: float
+
+
 @dataclass
 class PipelinePrediction:
     """A pipeline-parallel step: the pipeline (first forward to last backward), and each device's
@@ -87,6 +97,21 @@ class PipelinePrediction:
 
     def busy_s(self, device: int) -> float:
         return sum(op.end_s - op.start_s for op in self.operations if op.device == device)
+
+    def device_times(self, device: int) -> DeviceTimes:
+        compute = self.busy_s(device)
+        exposed = max(0.0, self.last_backward_end_s(device) + self.reductions_s[device] - self.pipeline_s)
+        return DeviceTimes(compute, self.pipeline_s - compute, exposed)
+
+    def device_lines(self) -> list[str]:
+        """A line per device: the report per rank of a pipeline stage."""
+        lines = []
+        for device in range(self.devices):
+            times = self.device_times(device)
+            lines.append(f"device {device}: compute {times.compute_s * 1e3:.1f} ms, "
+                         f"bubble {times.bubble_s * 1e3:.1f} ms, "
+                         f"gradient reduction after the pipeline {times.exposed_reduction_s * 1e3:.1f} ms")
+        return lines
 
     @property
     def bubble_fraction(self) -> float:

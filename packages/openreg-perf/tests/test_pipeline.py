@@ -99,6 +99,14 @@ def test_a_device_reduces_its_gradients_while_the_devices_before_it_still_run_th
     assert step.last_backward_end_s(3) == pytest.approx(step.pipeline_s - earlier)
     assert step.step_time_s == pytest.approx(max(step.pipeline_s + small, step.pipeline_s - earlier + large))
     assert step.exposed_reduction_s < step.gradient_reduction_s == pytest.approx(large)
+    # Per device: its work and its wait fill the pipeline; its own reduction after the pipeline.
+    for device in range(4):
+        times = step.device_times(device)
+        assert times.compute_s == pytest.approx(8 * 3e-3)
+        assert times.compute_s + times.bubble_s == pytest.approx(step.pipeline_s)
+    assert step.device_times(0).exposed_reduction_s == pytest.approx(small)
+    assert step.device_times(3).exposed_reduction_s == pytest.approx(large - earlier)
+    assert step.device_lines()[3].startswith("device 3: compute 24.0 ms, bubble ")
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
