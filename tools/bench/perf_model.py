@@ -381,6 +381,17 @@ def print_timing_only_70b_tp8() -> None:
           f"{_time(found['exposed_communication_seconds'])}, {found['flops'] / 1e12:.0f} TFLOP per rank, "
           f"{found['kernels']} kernels")
     print(f"  peak device memory {found['peak_device_bytes'] / gb:.1f} GB of {found['capacity_bytes'] / gb:.1f} GB")
+    pipeline = found["pipeline"]
+    print(f"  on 8 x 8 H100s: {pipeline['stages']} pipeline stages x 8 tensor-parallel ranks, "
+          f"{pipeline['micro_batches']} micro-batches of 4096 tokens (a layer: forward "
+          f"{_time(pipeline['layer_forward_seconds'])}, backward {_time(pipeline['layer_backward_seconds'])} with its "
+          "recomputation); the anchor is 1F1B")
+    anchor = pipeline["rows"][0]["step_seconds"]
+    for row in pipeline["rows"]:
+        name = row["schedule"] + (f" x{row['chunks']}" if row["chunks"] > 1 else "")
+        print(f"    {name:<22} step {_time(row['step_seconds']):>12} {row['step_seconds'] / anchor:>6.3f}x, bubble "
+              f"{row['bubble']:.1%}, {row['in_flight']} micro-batches in flight, "
+              f"{row['tokens_per_second']:,.0f} tokens/s")
 
 
 def print_ddp_at_ranks(timeout: float = 300) -> None:
