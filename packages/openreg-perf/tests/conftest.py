@@ -31,3 +31,17 @@ def perf_bench():
 def calibration(perf_bench):
     """The calibration table, computed once (about a minute: one fit per held-out device, 14 in all)."""
     return perf_bench.calibration_table()
+
+
+@pytest.fixture
+def h100_here(tmp_path) -> Path:
+    """The H100's profile with this process's device capacity: predicting without executing needs devices
+    of the profile's capacity, and this machine's are smaller."""
+    torch = pytest.importorskip("torch")
+    import openreg_perf
+
+    path = tmp_path / "h100-this-capacity.toml"
+    capacity = torch.openreg.mem_get_info()[1]
+    path.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
+        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+    return path

@@ -4,28 +4,16 @@ refusal says how to state it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import openreg_perf
 import pytest
 import torch
 import torch.nn as nn
 
 
-@pytest.fixture
-def profile(tmp_path) -> Path:
-    """The H100's figures on devices of this process's capacity (timing-only mode needs them equal)."""
-    path = tmp_path / "h100-this-capacity.toml"
-    capacity = torch.openreg.mem_get_info()[1]
-    path.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
-        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
-    return path
-
-
-def test_every_data_dependent_selection_takes_the_stated_fraction(profile):
+def test_every_data_dependent_selection_takes_the_stated_fraction(h100_here):
     x = torch.randn(8, 4, device="openreg")
     mask, rows = x > 0, x[:, 0] > 0
-    with openreg_perf.simulate(profile, execute=False) as run, openreg_perf.assume(selected=0.25):
+    with openreg_perf.simulate(h100_here, execute=False) as run, openreg_perf.assume(selected=0.25):
         shapes = {"nonzero": mask.nonzero().shape, "where": torch.where(mask)[1].shape,
                   "argwhere": torch.argwhere(mask).shape, "mask": x[mask].shape, "rows": x[rows].shape,
                   "masked_select": torch.masked_select(x, rows[:, None]).shape}
@@ -40,10 +28,10 @@ def test_every_data_dependent_selection_takes_the_stated_fraction(profile):
     assert any(kernel.op == "aten::nonzero_static" for kernel in run.kernels)  # the selection is priced
 
 
-def test_without_an_assumption_the_refusal_says_how_to_state_one(profile):
+def test_without_an_assumption_the_refusal_says_how_to_state_one(h100_here):
     x = torch.randn(8, 4, device="openreg")
     with pytest.raises(RuntimeError, match="output shape depends on the data") as refusal:
-        with openreg_perf.simulate(profile, execute=False) as run:
+        with openreg_perf.simulate(h100_here, execute=False) as run:
             x[x > 0]
     assert "openreg_perf.assume(selected=FRACTION)" in "".join(refusal.value.__notes__)
     assert run.partial
@@ -75,9 +63,9 @@ class MixtureOfExperts(nn.Module):
         return out
 
 
-def test_a_mixture_of_experts_is_predicted_with_uniform_routing(profile):
+def test_a_mixture_of_experts_is_predicted_with_uniform_routing(h100_here):
     layer, x = MixtureOfExperts().to("openreg"), torch.randn(256, 64, device="openreg")
-    with openreg_perf.simulate(profile, execute=False) as run, openreg_perf.assume(selected=1 / 8):
+    with openreg_perf.simulate(h100_here, execute=False) as run, openreg_perf.assume(selected=1 / 8):
         layer(x).sum().backward()
     # Uniform top-2 routing over 8 experts: 256 * 2 / 8 = 64 tokens for each expert, forward and backward.
     assert [a.selected for a in run.assumptions] == [64] * 8

@@ -5,7 +5,6 @@ predicted from a real model without executing."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from openreg_perf.model import collective_seconds, copy_seconds
@@ -123,39 +122,23 @@ def test_a_schedule_that_cannot_run_is_refused_saying_why(arguments, message):
         predict_pipeline(equal(8), "h100-sxm", **arguments)
 
 
-def test_stages_predicted_from_a_model_without_executing(tmp_path):
+def test_stages_predicted_from_a_model_without_executing(h100_here):
     torch = pytest.importorskip("torch")
-    import openreg_perf
     from openreg_perf.pipeline import predict_stage
 
-    profile = tmp_path / "h100-this-capacity.toml"  # timing-only mode needs devices of the profile's capacity
-    capacity = torch.openreg.mem_get_info()[1]
-    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
-        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
     blocks = [torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(
         "openreg") for _ in range(4)]
     x = torch.randn(512, 1024, device="openreg", requires_grad=True)
-    stages = [predict_stage(block, x, profile) for block in blocks]
+    stages = [predict_stage(block, x, h100_here) for block in blocks]
     assert all(s.backward_s > s.forward_s > 0 for s in stages)
     assert stages[0].activation_bytes == 512 * 1024 * 4 and stages[0].parameter_bytes == (2 * 1024 * 4096 + 5120) * 4
     assert len({(s.forward_s, s.backward_s) for s in stages}) == 1, "the same block is predicted the same"
-    step = predict_pipeline(stages, profile, micro_batches=8)
+    step = predict_pipeline(stages, h100_here, micro_batches=8)
     assert step.pipeline_s > 8 * (stages[0].forward_s + stages[0].backward_s)
     assert 0 < step.bubble_fraction < 0.5
 
 
-def _profile_of_this_capacity(torch, folder: Path) -> Path:
-    """The H100 profile with this machine's device capacity: timing-only mode needs devices of the profile's."""
-    import openreg_perf
-
-    profile = folder / "h100-this-capacity.toml"
-    capacity = torch.openreg.mem_get_info()[1]
-    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
-        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
-    return profile
-
-
-def test_activation_recomputation_is_priced_as_the_checkpointed_stage_runs_it(tmp_path):
+def test_activation_recomputation_is_priced_as_the_checkpointed_stage_runs_it(h100_here):
     """A stage that checkpoints its layers (torch.utils.checkpoint, as a training script does) recomputes
     in its backward what the backward needs of the forward: all of it but the last matmul, whose output
     no backward reads (PyTorch stops recomputing there), or, selectively, only what its policy does not
@@ -168,7 +151,6 @@ def test_activation_recomputation_is_priced_as_the_checkpointed_stage_runs_it(tm
     import openreg_perf
     from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-    profile = _profile_of_this_capacity(torch, tmp_path)
     block = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(
         "openreg")
     for parameter in block.parameters():
@@ -184,10 +166,10 @@ def test_activation_recomputation_is_priced_as_the_checkpointed_stage_runs_it(tm
     kernels = {}
     for name, run in runs.items():
         x.requires_grad_()  # its gradient is written, as the previous stage's input is: not added to
-        with openreg_perf.simulate(profile, execute=False) as forward:
+        with openreg_perf.simulate(h100_here, execute=False) as forward:
             output = run()
         gradient = torch.empty_like(output)
-        with openreg_perf.simulate(profile, execute=False) as backward:
+        with openreg_perf.simulate(h100_here, execute=False) as backward:
             output.backward(gradient)
         kernels[name] = (forward.kernels, backward.kernels)
         x = x.detach()

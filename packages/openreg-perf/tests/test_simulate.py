@@ -279,16 +279,11 @@ def test_a_7b_model_larger_than_this_machine_runs_forward_and_backward_without_e
     assert (found["logged"], found["reads"]) == ("nan", 1)
 
 
-def test_without_executing_the_same_kernels_take_the_same_predicted_time(tmp_path):
-    # The H100's figures on devices of this process's capacity (timing-only needs them equal).
-    profile = tmp_path / "h100-this-capacity.toml"
-    capacity = torch.openreg.mem_get_info()[1]
-    profile.write_text(Path(openreg_perf.load_profile("h100-sxm").path).read_text().replace(
-        "capacity_bytes = 85899345920", f"capacity_bytes = {capacity}"))
+def test_without_executing_the_same_kernels_take_the_same_predicted_time(h100_here):
     step = mlp_step()
     runs = {}
     for execute in (True, False):
-        with openreg_perf.simulate(profile, execute=execute, host="launches") as run:
+        with openreg_perf.simulate(h100_here, execute=execute, host="launches") as run:
             step()
         runs[execute] = run
     executed, skipped = runs[True], runs[False]
