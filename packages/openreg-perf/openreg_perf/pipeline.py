@@ -212,12 +212,10 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     does (torch.utils.checkpoint, fully or selectively) has its recomputation in its predicted backward."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
-    if recomputation == "selective":
-        raise ValueError("recomputation must be one of none, full: selective recomputation is predicted as it "
-                         "runs, from stages whose modules checkpoint themselves (torch.utils.checkpoint with "
-                         "create_selective_checkpoint_contexts)")
     if recomputation not in RECOMPUTATION:
-        raise ValueError(f"recomputation must be one of {', '.join(RECOMPUTATION)}, not {recomputation!r}")
+        raise ValueError(f"recomputation must be one of {', '.join(RECOMPUTATION)}, not {recomputation!r} (selective "
+                         "recomputation is predicted as it runs, from stages whose modules checkpoint themselves: "
+                         "torch.utils.checkpoint with create_selective_checkpoint_contexts)")
     if recomputation == "full":
         stages = [StageTimes(s.forward_s, s.backward_s + s.forward_s, s.activation_bytes, s.parameter_bytes)
                   for s in stages]
