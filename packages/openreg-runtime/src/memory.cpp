@@ -267,11 +267,6 @@ orError_t copy(const char* call, void* dst, const void* src, size_t count,
   if ((status = checkSide(call, "src", src, count, &s)) != orSuccess) return status;
   if ((status = checkKind(call, kind, d, s)) != orSuccess) return status;
   if ((status = checkStickySides(d, s)) != orSuccess) return status;
-  if (s.device() && !d.device() && timingOnly()) {  // Note [Timing-only mode]
-    return fail(orErrorNotPermitted,
-                format("%s: the runtime is in timing-only mode (OPENREG_TIMING_ONLY, orSetTimingOnly): device "
-                       "memory holds no values, so a copy of %zu bytes to host memory has none to copy", call, count));
-  }
   if (!d.device() && !s.device()) {
     std::memcpy(dst, src, count);  // host to host: nothing to queue
     return orSuccess;

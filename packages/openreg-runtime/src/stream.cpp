@@ -438,10 +438,12 @@ void Stream::execute(Op& op, bool onWorker) {
 // are queued, ordered and traced as usual but their functions are not
 // called (their userData is still released), and copies and memsets move no
 // bytes. Device memory is then reserved and never touched, so it costs the
-// host nothing: a device of 80 GiB exists on a machine with a few. What
-// would hand the host a value of device memory has none to hand: a copy to
-// host memory is refused when queued. Switching (orSetTimingOnly) first
-// waits for the work already queued, which runs in the mode it was queued in.
+// host nothing: a device of 80 GiB exists on a machine with a few. A copy
+// to host memory is queued and timed too, and writes nothing: the host
+// memory keeps what it held, and what the host reads instead is the
+// framework's to decide (torch-openreg's Note [Values read in timing-only
+// mode]). Switching (orSetTimingOnly) first waits for the work already
+// queued, which runs in the mode it was queued in.
 bool timingOnly() { return runtime().timingOnly.load(std::memory_order_relaxed); }
 // LITERALINCLUDE END: OR_TIMING_ONLY
 
