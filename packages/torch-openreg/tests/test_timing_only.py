@@ -70,6 +70,56 @@ def test_a_floating_point_value_read_is_nan_with_one_warning_per_line(timing_onl
     assert math.isnan((torch.tensor(logged, device="openreg") * 2).sum().item())  # NaN after the mode, too
 
 
+# Note [Values the host knows in timing-only mode] (csrc/runtime/TimingOnlyMemory.h)
+def test_values_copied_from_the_host_are_read_exactly_until_other_work_changes_them(timing_only):
+    reads_as_nan = torch.openreg.values_read_as_nan()
+    shapes = torch.tensor([[4096, 1024], [1024, 1]], device="openreg")
+    assert shapes.tolist() == [[4096, 1024], [1024, 1]] and shapes[1, 0].item() == 1024
+    assert shapes.t().cpu().tolist() == [[4096, 1024], [1024, 1]]  # a view reads through its strides
+    assert torch.tensor(3.5, device="openreg").item() == 3.5
+    assert torch.openreg.values_read_as_nan() == reads_as_nan  # none of them stood in by NaN
+    shapes.add_(torch.ones_like(shapes))  # queued over values the host does not know: unknown again
+    with pytest.raises(RuntimeError, match="This value is a Long"):
+        shapes.tolist()
+
+
+def test_kernels_over_known_values_compute_them_on_the_host(timing_only):
+    """broadcast_object_list sums the objects' lengths, all_gather_object compares them: the results
+    of kernels whose operands are all known are known too, whichever route the operator takes."""
+    lengths = torch.tensor([3, 9, 4], device="openreg")
+    assert torch.sum(lengths).item() == 16 and lengths.max().item() == 9
+    assert bool(lengths[1] > lengths[2]) and lengths.cumsum(0).tolist() == [3, 12, 16]
+    scale = torch.tensor([0.5, 2.0], device="openreg")  # floats: the host fast path's operands
+    assert (scale * scale + scale).tolist() == [0.75, 6.0]
+    scale.mul_(4.0)
+    assert scale.tolist() == [2.0, 8.0]
+    rows = lengths[None, :].expand(2, 3)  # an operand whose elements share memory, as on the device
+    assert (rows * torch.tensor([[1], [2]], device="openreg")).tolist() == [[3, 9, 4], [6, 18, 8]]
+    mixed = lengths + torch.ones(3, dtype=torch.long, device="openreg")  # ones: computed, so not known
+    with pytest.raises(RuntimeError, match="This value is a Long"):
+        mixed.tolist()
+
+
+def test_only_small_copies_that_fill_their_tensor_s_memory_are_known(timing_only):
+    large = torch.zeros(2**18 + 1, dtype=torch.int32).to("openreg")  # over a MiB: only queued
+    half = torch.empty(4, dtype=torch.long, device="openreg")
+    half[:2].copy_(torch.tensor([1, 2]))  # the rest of its memory is unknown
+    for t in (large, half):
+        with pytest.raises(RuntimeError, match="timing-only mode, which computes none"):
+            t[0].item()
+
+
+def test_known_values_never_reach_work_computed_after_the_mode():
+    torch.openreg.set_timing_only(True)
+    known = torch.tensor([1.0, 2.0], device="openreg")
+    assert known.tolist() == [1.0, 2.0]
+    torch.openreg.set_timing_only(False)
+    with pytest.raises(RuntimeError, match="never computed"):  # the copy moved no bytes
+        known.sum()
+    with pytest.raises(RuntimeError, match="never computed"):
+        known.cpu()
+
+
 def test_strict_mode_raises_for_every_value_read():
     torch.openreg.set_timing_only(True, strict=True)
     try:

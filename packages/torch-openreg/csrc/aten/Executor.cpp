@@ -22,6 +22,7 @@
 #include "aten/ExecutorRules.h"
 #include "aten/OperatorCall.h"
 #include "aten/SpeedLayer.h"
+#include "aten/kernels/Launch.h"
 #include "runtime/Device.h"
 #include "runtime/Stream.h"
 #include "runtime/TimingOnlyMemory.h"
@@ -75,7 +76,7 @@ void launchAndCopyResults(const c10::OperatorHandle& op, const OperatorInfo& inf
   std::vector<at::Tensor> tensors = operands->takeDeviceTensors();
   size_t firstFresh = tensors.size();
   tensors.insert(tensors.end(), fresh.begin(), fresh.end());
-  launchKernel(info.label.c_str(), tensors,
+  launchOwnKernel(info.label.c_str(), tensors,
                [op, operands, firstFresh, freshLayout = std::move(freshLayout)](std::vector<at::Tensor>& views) {
                  Stack cpu = runOnCpu(op, *operands, views);
                  size_t next = firstFresh;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "aten/OperatorCall.h"
+#include "aten/kernels/Launch.h"
 
 namespace torch_openreg::fast {
 namespace {
@@ -70,7 +71,7 @@ bool launchIntoOutputs(const c10::OperatorHandle& op, const std::optional<c10::O
   if (!outVariant || !allDefinedTensors(results)) return false;
   const c10::OperatorHandle& out = *outVariant;
   auto operands = std::make_shared<KernelArguments>(out.schema(), args, device, results);
-  launchKernel(label.c_str(), operands->takeDeviceTensors(),
+  launchOwnKernel(label.c_str(), operands->takeDeviceTensors(),
                [op, out, operands, argc = args.size()](std::vector<at::Tensor>& views) {
                  const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
                  Stack stack = operands->cpuStack(views);

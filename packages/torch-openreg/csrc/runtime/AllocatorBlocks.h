@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <set>
+#include <vector>
 
 namespace torch_openreg {
 
@@ -33,10 +34,11 @@ struct Block {
   // them, "" before any did, null for computed values (Note [Memory
   // timing-only mode never computed]). Read by launches without the mutex.
   std::atomic<const char*> uncomputedBy{nullptr};
-  // A value a kernel stated for it in timing-only mode (stateTimingOnlyValue),
-  // valid while hasStatedValue; any other work over it forgets it.
-  std::atomic<double> statedValue{0.0};
-  std::atomic<bool> hasStatedValue{false};
+  // Its values as the host knows them in timing-only mode (Note [Values the
+  // host knows in timing-only mode]): the bytes of the storage it holds,
+  // valid while hasKnownValues. Guarded by TimingOnlyMemory.cpp's lock.
+  std::vector<char> knownValues;
+  std::atomic<bool> hasKnownValues{false};
 
   bool wholeSegment() const { return prev == nullptr && next == nullptr; }
 };

@@ -1,11 +1,19 @@
 // TimingOnlyMemory.cpp - Note [Memory timing-only mode never computed].
 #include "runtime/TimingOnlyMemory.h"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 
 #include <torch_openreg/Kernel.h>
 
@@ -35,12 +43,50 @@ bool coversItsStorage(const at::Tensor& t) {
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
-// In timing-only mode, the first work over a block marked by the allocator is what made it. Any work
-// over it may change it: a value stated for it is forgotten.
-void nameMaker(Block& block, const char* work) {
-  block.hasStatedValue.store(false, std::memory_order_release);
+// Guards every block's knownValues (Note [Values the host knows in timing-only mode]).
+std::mutex knownValuesLock;
+
+// How many blocks have known values: while none do, no launch looks further.
+std::atomic<int64_t> blocksWithKnownValues{0};
+
+void forgetKnownValues(Block& block) {
+  if (!block.hasKnownValues.exchange(false)) return;  // the common case: none, and no lock taken
+  --blocksWithKnownValues;
+  std::lock_guard<std::mutex> lock(knownValuesLock);
+  std::vector<char>().swap(block.knownValues);
+}
+
+// In timing-only mode, the first work over a block marked by the allocator is what made it. Work that may
+// change it makes the values the host knew of it unknown.
+void nameMaker(Block& block, const char* work, bool onlyReads = false) {
+  if (!onlyReads) forgetKnownValues(block);
   const char* mark = kOnlyAllocated;
   block.uncomputedBy.compare_exchange_strong(mark, lasting(work));
+}
+
+// The block holding t's values as the host knows them, if it does.
+Block* blockWithKnownValues(const at::Tensor& t) {
+  if (!timingOnly() || !isOpenRegTensor(t) || t.is_conj() || t.is_neg()) return nullptr;
+  Block* block = blockOf(t.storage().data_ptr());
+  return block != nullptr && block->hasKnownValues.load(std::memory_order_acquire) ? block : nullptr;
+}
+
+// A CPU tensor shaped as t over `size` bytes at `data` (the host's copy of t's storage), or undefined if t
+// reaches past them. `keep` keeps the bytes alive as long as the view (nothing: the caller does).
+at::Tensor viewOver(void* data, size_t size, const at::Tensor& t, std::function<void(void*)> keep = [](void*) {}) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  bool inside = t.numel() == 0 || (last + 1) * static_cast<int64_t>(t.element_size()) <= static_cast<int64_t>(size);
+  if (!inside) return at::Tensor();
+  int64_t elements = static_cast<int64_t>(size) / static_cast<int64_t>(t.element_size());
+  return at::from_blob(data, {elements}, std::move(keep), at::TensorOptions().dtype(t.scalar_type()))
+      .as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+at::Tensor viewOver(std::vector<char>& bytes, const at::Tensor& t) { return viewOver(bytes.data(), bytes.size(), t); }
+
+at::Tensor viewOver(const at::Tensor& bytes, const at::Tensor& t) {
+  return viewOver(bytes.data_ptr(), static_cast<size_t>(bytes.numel()), t, [bytes](void*) {});
 }
 
 // Set once a block is marked (someMemoryMarked).
@@ -49,6 +95,7 @@ std::atomic<bool> marked{false};
 }  // namespace
 
 void markIfTimingOnly(Block& block) {
+  forgetKnownValues(block);
   bool mark = timingOnly();
   block.uncomputedBy.store(mark ? kOnlyAllocated : nullptr);
   if (mark) marked.store(true, std::memory_order_relaxed);
@@ -64,7 +111,7 @@ void noteOverwritten(const char* work, const at::Tensor& t) {
   if (coversItsStorage(t)) block->uncomputedBy.store(nullptr);
 }
 
-void checkOperandComputed(const char* work, const at::Tensor& t) {
+void checkOperandComputed(const char* work, const at::Tensor& t, bool onlyReads) {
   Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;
   if (block == nullptr) return;
   const char* maker = block->uncomputedBy.load();
@@ -72,7 +119,7 @@ void checkOperandComputed(const char* work, const at::Tensor& t) {
   for (const c10::StorageImpl* written : writtenWithoutReading) {
     if (written == t.storage().unsafeGetStorageImpl()) return noteOverwritten(work, t);
   }
-  if (timingOnly()) return nameMaker(*block, work);
+  if (timingOnly()) return nameMaker(*block, work, onlyReads);
   std::string made = *maker == '\0' ? std::string("allocated in timing-only mode and never written")
                                     : "made in timing-only mode by " + std::string(maker);
   TORCH_CHECK(false, "openreg: ", work, " reads a tensor on ", t.device(), " whose values were never computed: it "
@@ -109,24 +156,115 @@ bool readsAsNaN(const char* what, c10::ScalarType type) {
   return true;
 }
 
+std::optional<at::Tensor> knownValues(const at::Tensor& t) {
+  Block* block = blockWithKnownValues(t);
+  if (block == nullptr) return std::nullopt;
+  std::lock_guard<std::mutex> lock(knownValuesLock);
+  if (!block->hasKnownValues.load()) return std::nullopt;  // forgotten meanwhile
+  at::Tensor view = viewOver(block->knownValues, t);
+  if (!view.defined()) return std::nullopt;
+  return view.clone(at::MemoryFormat::Preserve);
+}
+
+void stateKnownValues(const at::Tensor& t, const at::Tensor& values) {
+  TORCH_CHECK(isOpenRegTensor(t) && values.defined() && !isOpenRegTensor(values) &&
+                  values.sizes() == t.sizes(),
+              "stateKnownValues: t must be an openreg tensor and values a host tensor of its shape; got ",
+              t.defined() ? t.toString() : std::string("an undefined tensor"), " and ",
+              values.defined() ? values.toString() : std::string("an undefined tensor"));
+  Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
+  // Computed memory keeps its values on the device; the conjugate and negative bits are the view's.
+  if (block == nullptr || block->uncomputedBy.load() == nullptr || t.is_conj() || t.is_neg()) return;
+  std::lock_guard<std::mutex> lock(knownValuesLock);
+  if (!block->hasKnownValues.load()) {
+    // Known values are the whole storage's: a part of a block whose rest is unknown stays unknown.
+    if (!coversItsStorage(t) || t.storage().nbytes() > static_cast<size_t>(kLargestKnownValues)) return;
+    block->knownValues.assign(t.storage().nbytes(), 0);
+  }
+  at::Tensor view = viewOver(block->knownValues, t);
+  if (!view.defined()) return;
+  view.copy_(values);
+  if (!block->hasKnownValues.exchange(true)) ++blocksWithKnownValues;
+}
+
+bool hasKnownValues(const at::Tensor& t) {
+  return blocksWithKnownValues.load(std::memory_order_relaxed) != 0 && blockWithKnownValues(t) != nullptr;
+}
+
+namespace {
+
+// Holds nothing a correct program reads: allocated by the mode and untouched, or written without being read.
+bool holdsNothingYet(const at::Tensor& t) {
+  Block* block = blockOf(t.storage().data_ptr());
+  if (block == nullptr || t.storage().nbytes() > static_cast<size_t>(kLargestKnownValues)) return false;
+  if (block->uncomputedBy.load() == kOnlyAllocated) return true;
+  return std::any_of(writtenWithoutReading.begin(), writtenWithoutReading.end(),
+                     [&](const c10::StorageImpl* written) { return written == t.storage().unsafeGetStorageImpl(); });
+}
+
+// The host's copy of t's block: its known values, or zeros where it holds nothing yet; undefined otherwise.
+at::Tensor hostCopyOfBlock(const at::Tensor& t) {
+  if (Block* block = blockWithKnownValues(t)) {
+    std::lock_guard<std::mutex> lock(knownValuesLock);
+    if (block->hasKnownValues.load()) {
+      at::Tensor bytes = at::empty({static_cast<int64_t>(block->knownValues.size())}, at::kByte);
+      std::copy(block->knownValues.begin(), block->knownValues.end(), static_cast<char*>(bytes.data_ptr()));
+      return bytes;
+    }
+  }
+  return holdsNothingYet(t) ? at::zeros({static_cast<int64_t>(t.storage().nbytes())}, at::kByte) : at::Tensor();
+}
+
+}  // namespace
+
+std::optional<KernelOnKnownValues> KernelOnKnownValues::of(const std::vector<at::Tensor>& tensors,
+                                                           const KernelBody& body) {
+  if (blocksWithKnownValues.load(std::memory_order_relaxed) == 0 || !timingOnly()) return std::nullopt;
+  KernelOnKnownValues kernel;
+  bool someKnown = false;
+  for (const at::Tensor& t : tensors) {
+    // One host copy per block, so that tensors sharing memory on the device share it on the host.
+    Block* block = blockOf(t.storage().data_ptr());
+    auto copied = std::find_if(kernel.blocks_.begin(), kernel.blocks_.end(),
+                               [&](const HostBlock& seen) { return seen.block == block; });
+    if (copied == kernel.blocks_.end()) {
+      someKnown = someKnown || hasKnownValues(t);
+      at::Tensor bytes = block != nullptr ? hostCopyOfBlock(t) : at::Tensor();
+      if (!bytes.defined()) return std::nullopt;
+      copied = kernel.blocks_.insert(kernel.blocks_.end(), HostBlock{block, bytes});
+    }
+    at::Tensor view = viewOver(copied->bytes, t);
+    if (!view.defined()) return std::nullopt;
+    kernel.views_.push_back(view);
+  }
+  if (!someKnown) return std::nullopt;
+  kernel.body_ = body;
+  return kernel;
+}
+
+void KernelOnKnownValues::run() {
+  try {
+    body_(views_);
+  } catch (const std::exception&) {
+    return;  // the device's kernel did not run either: the values stay unknown
+  }
+  std::lock_guard<std::mutex> lock(knownValuesLock);
+  for (const HostBlock& copied : blocks_) {
+    const char* bytes = static_cast<const char*>(copied.bytes.data_ptr());
+    copied.block->knownValues.assign(bytes, bytes + copied.bytes.numel());
+    if (!copied.block->hasKnownValues.exchange(true)) ++blocksWithKnownValues;
+  }
+}
+
 void stateTimingOnlyValue(const at::Tensor& t, double value) {
   TORCH_CHECK(isOpenRegTensor(t) && t.numel() == 1, "stateTimingOnlyValue: t must be an openreg tensor of one "
               "element, not ", t.defined() ? t.toString() : std::string("an undefined tensor"));
-  Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
-  if (block == nullptr || block->uncomputedBy.load() == nullptr) return;  // computed memory keeps its values
-  block->statedValue.store(value, std::memory_order_relaxed);
-  block->hasStatedValue.store(true, std::memory_order_release);
+  stateKnownValues(t, at::full(t.sizes(), value, at::TensorOptions().dtype(at::kDouble)));
 }
 
-std::optional<at::Scalar> scalarReadInTimingOnlyMode(const char* what, const at::Tensor& t) {
-  if (!timingOnly()) return std::nullopt;
-  Block* block = blockOf(t.storage().data_ptr());
-  if (block != nullptr && block->hasStatedValue.load(std::memory_order_acquire)) {
-    return at::Scalar(block->statedValue.load(std::memory_order_relaxed));
-  }
-  readsAsNaN(what, t.scalar_type());  // throws where nothing can stand in for the value
-  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  return c10::isComplexType(t.scalar_type()) ? at::Scalar(c10::complex<double>(kNaN, kNaN)) : at::Scalar(kNaN);
+void keepCopiedValues(const at::Tensor& dst, const at::Tensor& src) {
+  if (!timingOnly() || dst.sizes() != src.sizes()) return;
+  stateKnownValues(dst, src);
 }
 
 void setStrictValueReads(bool strict) {

@@ -25,6 +25,9 @@
 #include <c10/util/SmallVector.h>
 
 #include <optional>
+#include <vector>
+
+#include <torch_openreg/Kernel.h>
 
 namespace torch_openreg {
 
@@ -42,8 +45,10 @@ bool someMemoryMarked();
 //    names t's storage; throws c10::Error if t's values were never computed.
 //  - noteOverwritten: work writes t without reading it.
 // In timing-only mode neither throws; each names work as the maker of a
-// block marked without a name yet.
-void checkOperandComputed(const char* work, const at::Tensor& t);
+// block marked without a name yet, and forgets the values the host knew of
+// it (Note [Values the host knows in timing-only mode]), unless `onlyReads`
+// says that work does not change t (a copy's source).
+void checkOperandComputed(const char* work, const at::Tensor& t, bool onlyReads = false);
 void noteOverwritten(const char* work, const at::Tensor& t);
 
 // LITERALINCLUDE START: VALUES_READ_NOTE
@@ -57,20 +62,64 @@ void noteOverwritten(const char* work, const at::Tensor& t);
 // how many). An integer or boolean value decides what the program does (an
 // index, a size, `if loss < best`), so nothing can stand in for it: its
 // read raises. Strict mode (set_timing_only(True, strict=True)) raises for
-// every read. Where the mode's assumptions fix a value, the kernel that
-// makes it states it (stateTimingOnlyValue): GradScaler's check finds no
-// overflow, and reads of its found_inf get 0, so the optimizer steps.
+// every read. Values the host knows without computing are read exactly
+// (Note [Values the host knows in timing-only mode]). Either way the copy
+// to the host is queued and waited for, as on the device, so a prediction
+// counts the synchronisation each read costs.
 // LITERALINCLUDE END: VALUES_READ_NOTE
+//
+// LITERALINCLUDE START: KNOWN_VALUES_NOTE
+// Note [Values the host knows in timing-only mode]
+// Some values of a timing-only program need no computing: the metadata it
+// copies from the host (DDP's parameter shapes and bucket indices, the
+// length of a pickled object) and what a collective makes of such values
+// on every rank. Training scripts read them back (DDP checks that every
+// rank has the same shapes; broadcast_object_list unpickles), so NaN
+// cannot stand for them. A copy from the host that fills its block with at
+// most kLargestKnownValues bytes leaves the host a copy of them, and so
+// does a value stated for a block (stateKnownValues: openreg-amp's
+// found_inf = 0, occl's collectives on known values). A kernel whose
+// tensors are known, or hold nothing yet, runs on the host too, on copies,
+// so its results are known as well: a sum of lengths, a comparison of
+// sizes. Reads (.item(), .tolist(), a copy to the CPU) get them exactly,
+// integers too. Any other work queued over the block forgets them, since
+// it did not run. The device memory is never written: once the mode ends,
+// the block is still one the mode never computed.
+// LITERALINCLUDE END: KNOWN_VALUES_NOTE
 //
 // In timing-only mode, `what` reads values of type `type` to the host:
 // returns true where NaN stands for them (after the warning, counted),
 // throws c10::Error otherwise. Outside timing-only mode: false.
 bool readsAsNaN(const char* what, c10::ScalarType type);
-// What `what` (.item()) reads of one-element t in timing-only mode: the
-// value a kernel stated for it (stateTimingOnlyValue in the public
-// Kernel.h) while no later work made it stale, else NaN as readsAsNaN
-// says. Outside timing-only mode: nullopt, and the caller reads memory.
-std::optional<at::Scalar> scalarReadInTimingOnlyMode(const char* what, const at::Tensor& t);
+// After a copy from host tensor src into the whole of dst's block in
+// timing-only mode: the host keeps src's values if they are small enough.
+void keepCopiedValues(const at::Tensor& dst, const at::Tensor& src);
+// Whether the host knows t's values: cheap while it knows none at all. The
+// fast paths leave such operands to launchKernel, which computes them.
+bool hasKnownValues(const at::Tensor& t);
+
+// A kernel over known values runs on the host too, on copies of its
+// tensors' blocks, whose values are then known: taken before the launch
+// (whose checks forget the values) and run after it. It applies in
+// timing-only mode when some of the kernel's tensors are known and each
+// other one holds nothing yet (allocated by the mode and untouched, or
+// written without being read).
+class KernelOnKnownValues {
+ public:
+  static std::optional<KernelOnKnownValues> of(const std::vector<at::Tensor>& tensors, const KernelBody& body);
+  // Runs the body; the blocks' values are then known, unless it threw.
+  void run();
+
+ private:
+  // The host's copy of a block the kernel's tensors lie in: its values afterwards.
+  struct HostBlock {
+    Block* block;
+    at::Tensor bytes;
+  };
+  std::vector<HostBlock> blocks_;
+  std::vector<at::Tensor> views_;  // the kernel's tensors over blocks_, as its views over device memory
+  KernelBody body_;
+};
 void setStrictValueReads(bool strict);
 // How many reads NaN stood for since the process started.
 int64_t valuesReadAsNaN();

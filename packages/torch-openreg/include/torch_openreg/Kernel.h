@@ -11,6 +11,7 @@
 #include <openreg/openreg.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <torch_openreg/Check.h>
@@ -96,6 +97,36 @@ TORCH_OPENREG_API bool fastPathsEnabled();
 //   value  in: what reads of t get
 // Related: launchKernel, torch.openreg.set_timing_only.
 TORCH_OPENREG_API void stateTimingOnlyValue(const at::Tensor& t, double value);
+
+// Values the host knows in timing-only mode (Note [Values the host knows in
+// timing-only mode]): a copy from the host that fills a block of at most
+// kLargestKnownValues bytes, and values stated for a block. A package that
+// computes a tensor's values on the host while its kernel runs in timing-
+// only mode (occl's collectives on metadata) reads its inputs' with
+// knownValues and states its outputs' with stateKnownValues, so the
+// program's reads of them get the values. Since API 1.5.
+constexpr int64_t kLargestKnownValues = int64_t{1} << 20;
+
+// The values of t as the host knows them in timing-only mode: a new CPU
+// tensor of t's dtype, sizes and strides. nullopt outside timing-only mode,
+// for a tensor whose values the host does not know, or one with the
+// conjugate or negative bit. Thread-safe. Since API 1.5.
+//   t  in: an openreg tensor
+// Returns the values, or nullopt. Related: stateKnownValues.
+TORCH_OPENREG_API std::optional<at::Tensor> knownValues(const at::Tensor& t);
+
+// States, in timing-only mode, that t holds `values`: reads of t get them
+// until other work is queued over t. It applies to memory the mode
+// allocated (computed memory keeps its own values): either t fills its
+// block, of at most kLargestKnownValues bytes, or the host already knows
+// the rest of the block. Otherwise, and outside timing-only mode, it does
+// nothing. Checked, raising c10::Error: t is an openreg tensor and values
+// a host tensor of its shape (cast to t's dtype). Thread-safe. Since API
+// 1.5.
+//   t       in: the tensor whose values are stated
+//   values  in: its values
+// Related: knownValues, stateTimingOnlyValue.
+TORCH_OPENREG_API void stateKnownValues(const at::Tensor& t, const at::Tensor& values);
 // LITERALINCLUDE END: KERNEL_API
 
 }  // namespace torch_openreg

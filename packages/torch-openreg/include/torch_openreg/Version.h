@@ -13,5 +13,5 @@
 // Bump MINOR when something is added that old packages do not use: a new
 // function, a new overload, a new optional behaviour. Packages built against
 // an older MINOR keep working.
-#define TORCH_OPENREG_API_VERSION_MINOR 4
+#define TORCH_OPENREG_API_VERSION_MINOR 5
 // LITERALINCLUDE END: KERNEL_API_VERSION

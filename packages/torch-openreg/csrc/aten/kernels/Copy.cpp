@@ -11,6 +11,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <limits>
@@ -109,7 +110,7 @@ void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src) {
                                 current(dst)));
     return;
   }
-  launchKernel("copy_", {dst, src}, [](std::vector<at::Tensor>& v) { v[0].copy_(v[1]); });
+  launchOwnKernel("copy_", {dst, src}, [](std::vector<at::Tensor>& v) { v[0].copy_(v[1]); });
 }
 
 // Between devices, the copy runs on dst's current stream, after src's
@@ -133,38 +134,58 @@ at::Tensor resolvedOnDevice(const at::Tensor& src) {
 }
 // LITERALINCLUDE END: COPY_MATH_BITS
 
-}  // namespace
+// Note [Values read in timing-only mode]: what `what`, a copy to the host, reads instead of device memory in
+// timing-only mode: the values the host knows (known), else NaN, where NaN may stand in (readsAsNaN throws
+// where it may not). Outside timing-only mode: nothing, the copy reads device memory.
+std::optional<at::Tensor> readInstead(const char* what, const std::optional<at::Tensor>& known, at::ScalarType type) {
+  if (!timingOnly()) return std::nullopt;
+  if (known) return known;
+  readsAsNaN(what, type);
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  return c10::isComplexType(type) ? at::scalar_tensor(c10::complex<double>(kNaN, kNaN), at::kComplexDouble)
+                                  : at::scalar_tensor(kNaN, at::kDouble);
+}
 
-at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
-  if (isOpenRegTensor(self) && !isOpenRegTensor(dst) &&
-      readsAsNaN("a copy from an openreg tensor to the CPU (.cpu(), .to(\"cpu\"), .numpy(), print)",
-                 dst.scalar_type())) {
-    return dst.fill_(std::numeric_limits<double>::quiet_NaN());  // Note [Values read in timing-only mode]
-  }
+// Every copy, named `what` where it reads device memory into the host's.
+at::Tensor copyNamed(const char* what, const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  // Note [Values the host knows in timing-only mode]
+  std::optional<at::Tensor> knownSource = isOpenRegTensor(self) ? knownValues(self) : std::nullopt;
+  bool toHost = isOpenRegTensor(self) && !isOpenRegTensor(dst);
+  std::optional<at::Tensor> read = toHost ? readInstead(what, knownSource, dst.scalar_type()) : std::nullopt;
   if (dst.numel() == 0) return dst;
   TORCH_CHECK(!hasMathBits(dst), "openreg does not support copying into a conjugated or negated view");
   for (const at::Tensor* side : {&self, &dst}) {
     if (isOpenRegTensor(*side)) checkStorageHolds(*side);
   }
   // Note [Memory timing-only mode never computed]: a copy reads self, and writes dst without reading it.
-  if (isOpenRegTensor(self)) checkOperandComputed("aten::copy_", self);
+  if (isOpenRegTensor(self)) checkOperandComputed("aten::copy_", self, /*onlyReads=*/true);
   if (isOpenRegTensor(dst)) noteOverwritten("aten::copy_", dst);
   WritesWithoutReading writes(dst);
   const at::Tensor& device = isOpenRegTensor(dst) ? dst : self;
   c10::DeviceGuard guard(device.device());
-  if (isOpenRegTensor(self) && !isOpenRegTensor(dst) && hasMathBits(self)) {
+  if (toHost && hasMathBits(self)) {
     copyDeviceToHost(dst, resolvedOnDevice(self), nonBlocking);
   } else if (!isOpenRegTensor(self)) {
     copyHostToDevice(dst, self, nonBlocking);
-  } else if (!isOpenRegTensor(dst)) {
-    copyDeviceToHost(dst, self, nonBlocking);
+    keepCopiedValues(dst, self);  // Note [Values the host knows in timing-only mode]
+  } else if (toHost) {
+    copyDeviceToHost(dst, self, nonBlocking);  // in timing-only mode, queued and timed; it writes nothing
   } else if (self.device() == dst.device()) {
     copyWithinDevice(dst, self.expand(dst.sizes()));
   } else {
     copyBetweenDevices(dst, self.expand(dst.sizes()));
   }
+  if (knownSource && !toHost) keepCopiedValues(dst, knownSource->expand(dst.sizes()));
+  if (read) dst.copy_(*read);
   return dst;
+}
+
+}  // namespace
+
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
+  return copyNamed("a copy from an openreg tensor to the CPU (.cpu(), .to(\"cpu\"), .numpy(), print)", self, dst,
+                   nonBlocking);
 }
 
 at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
@@ -174,12 +195,10 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 
 // .item(): like CUDA, this waits for the work that produces the value.
 at::Scalar localScalarDense(const at::Tensor& self) {
-  // Note [Values read in timing-only mode]
-  const char* what = "aten::_local_scalar_dense (.item(), or bool(), int() or float() of a tensor)";
-  if (std::optional<at::Scalar> read = scalarReadInTimingOnlyMode(what, self)) return *read;
   // Same shape as self: .item() also accepts one-element tensors of any rank.
   at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  copyFrom(self, host, /*nonBlocking=*/false);
+  copyNamed("aten::_local_scalar_dense (.item(), or bool(), int() or float() of a tensor)", self, host,
+            /*nonBlocking=*/false);
   return host.item();
 }
 

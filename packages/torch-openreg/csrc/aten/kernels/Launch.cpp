@@ -124,6 +124,13 @@ void plainLaunch(const char* name, c10::DeviceIndex device, const std::vector<at
 }
 // LITERALINCLUDE END: PLAIN_LAUNCH
 
+void launchOwnKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body) {
+  // Note [Values the host knows in timing-only mode]: taken before launchKernel's checks forget them.
+  std::optional<KernelOnKnownValues> onTheHost = KernelOnKnownValues::of(tensors, body);
+  launchKernel(name, tensors, std::move(body));
+  if (onTheHost) onTheHost->run();
+}
+
 orStream_t currentNativeStream(c10::DeviceIndex device) { return nativeStream(currentStream(device)); }
 
 }  // namespace torch_openreg

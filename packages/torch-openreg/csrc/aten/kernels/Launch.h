@@ -49,6 +49,13 @@ void describeInto(DeviceView& view, const at::Tensor& deviceTensor);
 // kernel again with temporary outputs (runOnCpu in OperatorCall.cpp).
 at::Tensor cpuView(const DeviceView& view);
 
+// launchKernel for torch-openreg's own kernels (the device executor's),
+// each a function of its tensors alone: in timing-only mode, one over
+// values the host knows also runs on the host (Note [Values the host knows
+// in timing-only mode]). A package's kernel may reach beyond its tensors
+// (occl's reaches the other ranks), so the public launchKernel never does.
+void launchOwnKernel(const char* name, const std::vector<at::Tensor>& tensors, KernelBody body);
+
 // The plain launch: body over tensors on device's current stream, once
 // launchKernel has checked them (the speed layer's launch replaces it).
 void plainLaunch(const char* name, c10::DeviceIndex device, const std::vector<at::Tensor>& tensors,
