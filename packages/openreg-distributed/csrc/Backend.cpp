@@ -146,6 +146,8 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   ready.record(guard.getStream(device));
   ready.block(*comm_);
 
+  std::optional<HostRun> onTheHost;  // Note [Collectives in timing-only mode]
+  if (runsOnTheHost(collective)) onTheHost = hostRunOf(collective);
   std::vector<at::Tensor> launched = collective.inputs;
   launched.insert(launched.end(), collective.outputs.begin(), collective.outputs.end());
   if (launched.empty()) launched.push_back(at::empty({0}, at::TensorOptions().device(device)));  // barrier
@@ -176,6 +178,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
   auto end = std::make_unique<c10::Event>(device.type());
   end->record(*comm_);
   if (coalescing_) coalescedOutputs_.insert(coalescedOutputs_.end(), collective.outputs.begin(), collective.outputs.end());
+  if (onTheHost) runOnTheHost(std::move(*onTheHost));
   return c10::make_intrusive<OcclWork>(getRank(), collective.type, seq, device, std::move(end), collective.outputs,
                                        queuedFuture(collective.outputs), failure_, collective.source,
                                        collective.blocksHost);

@@ -24,6 +24,8 @@
 
 namespace occl {
 
+class Rendezvous;
+
 // Makes the transport of a group (a new one for each split).
 using TransportFactory = std::function<std::shared_ptr<Transport>(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)>;
@@ -132,7 +134,24 @@ class OcclBackend : public c10d::Backend {  // not final: SeededDefects.cpp deri
     std::shared_ptr<std::atomic<int>> source;  // recv from any source: who sent
     bool blocksHost = false;                   // barrier: wait() blocks the host too
     bool pointToPoint = false;                 // not counted in the collective sequence
+    std::vector<at::Tensor> contributed;       // the tensors whose values this rank brings
   };
+
+  // Note [Collectives in timing-only mode] (TimingOnly.cpp): whether the
+  // collective also runs on the host, and that run, taken from the
+  // collective before its kernel is queued (which makes the values the host
+  // knew of its tensors unknown again) and run after.
+  struct HostRun {
+    const char* op;
+    Body body;
+    std::vector<at::Tensor> views;    // host tensors: the inputs, then the outputs
+    std::vector<at::Tensor> outputs;  // the device tensors whose values the run states
+    bool bringsKnownValues;
+    std::chrono::milliseconds timeout;
+  };
+  bool runsOnTheHost(const Collective& collective) const;
+  HostRun hostRunOf(const Collective& collective) const;
+  void runOnTheHost(HostRun run);
 
   // A collective of op over inputs, then outputs, to which this rank
   // contributes `contributed` (packed) and waits at most `requested`
@@ -166,6 +185,8 @@ class OcclBackend : public c10d::Backend {  // not final: SeededDefects.cpp deri
   bool coalescing_ = false;
   std::vector<at::Tensor> coalescedOutputs_;
   bool shutDown_ = false;
+  std::unique_ptr<Rendezvous> knownValues_;  // the host's runs meet here, made by the first
+  uint64_t hostSeq_ = 0;                     // collectives run on the host so far
 };
 
 }  // namespace occl

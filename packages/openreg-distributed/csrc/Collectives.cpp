@@ -127,6 +127,7 @@ OcclBackend::Collective OcclBackend::collective(const char* op, c10d::OpType typ
                                                 std::chrono::milliseconds requested) const {
   Collective c{op, type, std::move(inputs), std::move(outputs)};
   c.contributionBytes = packedBytes(contributed);
+  c.contributed = contributed;
   c.timeout = timeoutOf(requested);
   return c;
 }
@@ -157,7 +158,7 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::allreduce(std::vector<at::Tensor>& t
   c.body = reduceEachView(signature, reduction, /*keeps=*/true);
   // The speed layer's seam (Note [occl's deletable speed layer]): it replaces the body when it applies.
   AllreduceSpeedLayer faster = allreduceSpeedLayer();
-  if (faster != nullptr) {
+  if (faster != nullptr && !runsOnTheHost(c)) {  // a host run takes the plain body (runOnTheHost)
     if (auto body = faster(*transport_, tensors[0], signature, reduction.op, reduction.factor)) c.body = *body;
   }
   return launch(std::move(c));

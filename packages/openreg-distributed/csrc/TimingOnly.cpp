@@ -1,0 +1,146 @@
+// TimingOnly.cpp - occl's collectives in timing-only mode: those on
+// metadata also run on the host, on the values the host knows
+// (Note [Collectives in timing-only mode]). Not here: queuing the kernel
+// every collective still is (Backend.cpp), the collectives' bodies
+// (Collectives.cpp).
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch_openreg/Kernel.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "Backend.h"
+#include "Rendezvous.h"
+
+namespace occl {
+
+// LITERALINCLUDE START: OCCL_TIMING_ONLY_NOTE
+// Note [Collectives in timing-only mode]
+// In timing-only mode no kernel runs, a collective's neither: the ranks do
+// not meet and the outputs get no values. That is right for a step's
+// gradients, and wrong for the metadata a training script exchanges and
+// reads back: DDP broadcasts every parameter's shape from rank 0 and
+// compares, and its buckets' order; broadcast_object_list sends a length,
+// then the pickled bytes. So a collective over at most kLargestKnownValues
+// bytes (torch-openreg's Kernel.h) also runs on the host when it is
+// queued, on the values the host knows (Note [Values the host knows in
+// timing-only mode]): the ranks meet through the store, each saying
+// whether the values it brings are known, and where every rank's are, the
+// outputs are stated with the result, exact. Otherwise they stay unknown,
+// as before. The kernel is still queued, so the prediction prices the
+// collective, and device memory is never touched. Whether a collective runs
+// on the host depends only on sizes every rank agrees on: all-to-all,
+// scatter and point-to-point messages, whose sizes differ between ranks,
+// never do, nor does a barrier, which moves nothing.
+// LITERALINCLUDE END: OCCL_TIMING_ONLY_NOTE
+
+namespace {
+
+// An exchange through the store, on host tensors: each rank's record is the
+// signature, its extras, whether the values it brings are known, then its
+// packed bytes.
+class HostTransport final : public Transport {
+ public:
+  HostTransport(Rendezvous& rendezvous, int size, bool bringsKnownValues)
+      : rendezvous_(rendezvous), size_(size), bringsKnownValues_(bringsKnownValues) {}
+
+  const char* name() const override { return "host"; }
+  void reserve(int64_t) override {}  // host memory, allocated as it comes
+  void reserveSend(int, int, int64_t) override {}
+  Contributions exchange(const CollectiveName& name, const Contribution& mine,
+                         std::chrono::milliseconds timeout) override {
+    at::Tensor packed = at::empty({packedBytes(mine.tensors)}, at::kByte);
+    packInto(packed, mine.tensors);
+    std::string record = joinFields({mine.signature, joinInts(mine.extras), bringsKnownValues_ ? "1" : "0"}) + "\n";
+    record.append(static_cast<const char*>(packed.data_ptr()), static_cast<size_t>(packed.numel()));
+    std::vector<std::string> records = rendezvous_.meet(name, record, timeout);
+    Contributions all;
+    for (int r = 0; r < size_; ++r) {
+      // Three fields, then the bytes, which may hold any character.
+      size_t bytesAt = 0;
+      for (int field = 0; field < 3; ++field) bytesAt = records[r].find('\n', bytesAt) + 1;
+      std::vector<std::string> fields = splitFields(records[r].substr(0, bytesAt));
+      fields.resize(3);
+      all.extras.push_back(splitInts(fields[1]));
+      allKnown_ = allKnown_ && fields[2] == "1";
+      at::Tensor bytes = at::empty({static_cast<int64_t>(records[r].size() - bytesAt)}, at::kByte);
+      std::memcpy(bytes.data_ptr(), records[r].data() + bytesAt, static_cast<size_t>(bytes.numel()));
+      all.bytes.push_back(bytes);
+    }
+    if (mine.checkExtras) mine.checkExtras(all.extras);
+    return all;
+  }
+  void send(const CollectiveName& name, const at::Tensor&, int, int, std::chrono::milliseconds) override {
+    throw CollectiveError("occl: " + name.str() + ": a message does not run on the host in timing-only mode");
+  }
+  int recv(const CollectiveName& name, const at::Tensor&, int, int, std::chrono::milliseconds) override {
+    throw CollectiveError("occl: " + name.str() + ": a message does not run on the host in timing-only mode");
+  }
+  void shutdown(const CollectiveName&, std::chrono::milliseconds) override {}
+
+  // After the exchange: whether every rank brought known values.
+  bool allKnown() const { return allKnown_; }
+
+ private:
+  Rendezvous& rendezvous_;
+  int size_;
+  bool bringsKnownValues_;
+  bool allKnown_ = true;
+};
+
+bool inTimingOnlyMode() {
+  int on = 0;
+  return orGetTimingOnly(&on) == orSuccess && on != 0;
+}
+
+bool allKnown(const std::vector<at::Tensor>& tensors) {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const at::Tensor& t) { return torch_openreg::knownValues(t).has_value(); });
+}
+
+}  // namespace
+
+bool OcclBackend::runsOnTheHost(const Collective& collective) const {
+  using c10d::OpType;
+  if (collective.pointToPoint || !inTimingOnlyMode()) return false;
+  for (OpType differsByRank : {OpType::ALLTOALL, OpType::ALLTOALL_BASE, OpType::SCATTER, OpType::BARRIER}) {
+    if (collective.type == differsByRank) return false;
+  }
+  // The tensors every rank passes alike: the inputs, or the tensors of an in-place collective.
+  const std::vector<at::Tensor>& alike = collective.inputs.empty() ? collective.outputs : collective.inputs;
+  return packedBytes(alike) <= torch_openreg::kLargestKnownValues;
+}
+
+OcclBackend::HostRun OcclBackend::hostRunOf(const Collective& collective) const {
+  HostRun run{collective.op, collective.body, {}, collective.outputs, allKnown(collective.contributed),
+              collective.timeout};
+  for (const auto* list : {&collective.inputs, &collective.outputs}) {
+    for (const at::Tensor& t : *list) {
+      std::optional<at::Tensor> known = torch_openreg::knownValues(t);
+      run.views.push_back(known ? *known : at::zeros(t.sizes(), t.options().device(at::kCPU)));
+    }
+  }
+  return run;
+}
+
+void OcclBackend::runOnTheHost(HostRun run) {
+  if (!knownValues_) knownValues_ = std::make_unique<Rendezvous>(store_->clone(), getRank(), getSize(), "occl/known");
+  // A count of the host's own: the keys of its rendezvous follow one another (Rendezvous.cpp deletes the last).
+  CollectiveName name{run.op, hostSeq_++, group_ + " (on the host, timing-only mode)"};
+  HostTransport transport(*knownValues_, getSize(), run.bringsKnownValues);
+  try {
+    run.body(transport, name, run.views, run.timeout);
+  } catch (const std::exception& e) {
+    // As a failed kernel's (Note [A failed collective]): the ranks are out of step, the group unusable.
+    failure_->record(e.what());
+    TORCH_CHECK(false, e.what());
+  }
+  if (!transport.allKnown()) return;
+  size_t firstOutput = run.views.size() - run.outputs.size();
+  for (size_t i = 0; i < run.outputs.size(); ++i) {
+    torch_openreg::stateKnownValues(run.outputs[i], run.views[firstOutput + i]);
+  }
+}
+
+}  // namespace occl
