@@ -165,3 +165,68 @@ def test_a_tensor_parallel_program_is_predicted_the_same_ten_times_on_both_ranks
     every = [total for totals in results for total in totals]
     assert min(every) > 0
     assert max(every) <= min(every) * 1.001, results
+
+
+TRAINING_SCRIPT_RANK = """
+import json, sys, openreg_perf
+openreg_perf.devices_for("h100-sxm")
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+rank, parallelism = int(sys.argv[1]), sys.argv[3]
+torch.openreg.set_device(rank)
+dist.init_process_group("openreg:occl", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+
+
+def wrapped(model):
+    if parallelism == "ddp":
+        return DistributedDataParallel(model, bucket_cap_mb=1)
+    from torch.distributed.fsdp import fully_shard
+    for layer in model:
+        fully_shard(layer)
+    return fully_shard(model)
+
+
+def train(execute):
+    '''The script as people write it: built, then trained with a loss logged each step. The first region
+    builds the model and takes two steps (DDP rebuilds its buckets after its first); the second is predicted.'''
+    with openreg_perf.simulate("h100-sxm", execute=execute):
+        torch.manual_seed(0)
+        model = wrapped(nn.Sequential(*[nn.Linear(512, 512) for _ in range(6)]).to("openreg"))
+        optimizer = torch.optim.AdamW(model.parameters())
+        x = torch.randn(32, 512, device="openreg")
+
+        def step():
+            loss = model(x).square().mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(f"loss {loss.item()}", file=sys.stderr)
+
+        for _ in range(2):
+            step()
+    with openreg_perf.simulate("h100-sxm", execute=execute) as run:
+        step()
+    return {"collectives": sorted([k.work.name, openreg_perf.costs.message_bytes(k.work.op)] for k in run.timeline.items
+                                  if k.category == "collective"),
+            "kernels": len(run.kernels), "seconds": run.total_time_s, "values read as NaN": run.values_read_as_nan,
+            "rebuilt buckets": getattr(model, "_has_rebuilt_buckets", None)}
+
+
+print(json.dumps({"executed": train(True), "timing-only": train(False)}))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("parallelism", ["ddp", "fsdp2"])
+def test_a_training_script_is_predicted_without_executing_as_it_is_executed(parallelism):
+    """DDP's parameter check and bucket rebuild, and FSDP2's, run in timing-only mode on the metadata the
+    ranks exchange for real (Note [Collectives in timing-only mode]); the step predicted is the one
+    executed: the same collectives of the same sizes, the same kernels, the same time."""
+    for output in _run_on_two_ranks(TRAINING_SCRIPT_RANK, parallelism, timeout=240):
+        result = _last_json_line(output)
+        executed, timing_only = result["executed"], result["timing-only"]
+        assert timing_only["collectives"] == executed["collectives"] and len(executed["collectives"]) >= 2
+        assert timing_only["kernels"] == executed["kernels"]
+        assert timing_only["seconds"] == pytest.approx(executed["seconds"], rel=1e-9)
+        assert (executed["values read as NaN"], timing_only["values read as NaN"]) == (0, 1)
+        assert timing_only["rebuilt buckets"] is (True if parallelism == "ddp" else None)

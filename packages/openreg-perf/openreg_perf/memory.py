@@ -15,6 +15,7 @@ import openreg_runtime
 import torch
 from torch.nn.modules import module as module_hooks
 from torch.optim import optimizer as optimizer_hooks
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 
 @dataclass
@@ -40,11 +41,25 @@ class MemorySplit:
         return max(0, self.peak_allocated - self.sampled)
 
 
+def _holding_memory(tensor: torch.Tensor):
+    """The plain tensors that hold tensor's memory: itself, or the inner tensors of a wrapper subclass
+    (FSDP2's parameters are DTensors, each holding this rank's shard), which has no storage of its own."""
+    if is_traceable_wrapper_subclass(tensor):
+        inner_names, _ = tensor.__tensor_flatten__()
+        for name in inner_names:
+            inner = getattr(tensor, name)
+            if isinstance(inner, torch.Tensor):  # not the metadata a subclass may list beside (its mesh)
+                yield from _holding_memory(inner)
+    else:
+        yield tensor
+
+
 def _bytes_by_device(tensors) -> dict[int, int]:
     """Each openreg storage counted once, by device."""
     seen, total = set(), {}
-    for tensor in tensors:
-        if tensor is None or tensor.device.type != "openreg":
+    plain = (inner for tensor in tensors if tensor is not None for inner in _holding_memory(tensor))
+    for tensor in plain:
+        if tensor.device.type != "openreg":
             continue
         storage = tensor.untyped_storage()
         if storage.data_ptr() in seen:
