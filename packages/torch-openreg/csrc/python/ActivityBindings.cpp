@@ -64,7 +64,13 @@ py::tuple operatorTuple(const OperatorRecord& record) {
   return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes);
 }
 
-// Exact, unlike printing: two doubles that print alike are different keys.
+// Keys hold values' bytes: exact (two doubles that print alike are different
+// keys), and cheaper to build than text, once per recorded call.
+template <typename T>
+void appendBytes(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
 void appendValueKey(std::string& key, const c10::IValue& value) {
   if (value.isList()) {
     for (const c10::IValue& element : value.toListRef()) appendValueKey(key, element);
@@ -72,23 +78,24 @@ void appendValueKey(std::string& key, const c10::IValue& value) {
   }
   key += value.tagKind();
   if (value.isDouble()) {
-    double number = value.toDouble();
-    key.append(reinterpret_cast<const char*>(&number), sizeof number);
+    appendBytes(key, value.toDouble());
   } else if (value.isComplexDouble()) {
-    auto number = static_cast<std::complex<double>>(value.toComplexDouble());
-    key.append(reinterpret_cast<const char*>(&number), sizeof number);
+    appendBytes(key, static_cast<std::complex<double>>(value.toComplexDouble()));
   } else {
-    key += std::to_string(value.isBool() ? value.toBool() : value.toInt());
+    appendBytes(key, value.isBool() ? int64_t{value.toBool()} : value.toInt());
   }
-  key += ',';
 }
 
 // A key equal for equal calls: a training loop makes the same calls every
 // step, and Python gets one tuple per distinct call.
 void appendArgumentKey(std::string& key, const RecordedArgument& argument) {
   key += '|';
-  key += std::to_string(argument.kind) + ':' + std::to_string(static_cast<int>(argument.dtype)) + ':';
-  for (const auto& sizes : argument.sizes) key += c10::str(c10::IntArrayRef(sizes));  // "[2, 3]"
+  appendBytes(key, argument.kind);
+  appendBytes(key, argument.dtype);
+  for (const auto& sizes : argument.sizes) {
+    appendBytes(key, sizes.size());
+    key.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
+  }
   if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
     appendValueKey(key, argument.value);
   }
