@@ -142,12 +142,19 @@ class OcclBackend : public c10d::Backend {  // not final: SeededDefects.cpp deri
   // collective before its kernel is queued (which makes the values the host
   // knew of its tensors unknown again) and run after.
   struct HostRun {
+    // The host's copy of the memory of some of the collective's tensors.
+    struct Memory {
+      at::Tensor device;  // all of that memory, as bytes
+      at::Tensor host;
+      bool known;                // the host knew its values before
+      int64_t outputBytes = 0;   // what the collective's outputs cover of it
+    };
     const char* op;
     Body body;
-    std::vector<at::Tensor> views;    // host tensors: the inputs, then the outputs
-    std::vector<at::Tensor> outputs;  // the device tensors whose values the run states
     bool bringsKnownValues;
     std::chrono::milliseconds timeout;
+    std::vector<Memory> memories;
+    std::vector<at::Tensor> views;  // the inputs, then the outputs, over memories
   };
   bool runsOnTheHost(const Collective& collective) const;
   HostRun hostRunOf(const Collective& collective) const;

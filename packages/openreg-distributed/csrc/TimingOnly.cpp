@@ -4,11 +4,12 @@
 // every collective still is (Backend.cpp), the collectives' bodies
 // (Collectives.cpp).
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/zeros.h>
 #include <torch_openreg/Kernel.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "Backend.h"
 #include "Rendezvous.h"
@@ -61,12 +62,10 @@ class HostTransport final : public Transport {
       size_t bytesAt = 0;
       for (int field = 0; field < 3; ++field) bytesAt = records[r].find('\n', bytesAt) + 1;
       std::vector<std::string> fields = splitFields(records[r].substr(0, bytesAt));
-      fields.resize(3);
       all.extras.push_back(splitInts(fields[1]));
       allKnown_ = allKnown_ && fields[2] == "1";
-      at::Tensor bytes = at::empty({static_cast<int64_t>(records[r].size() - bytesAt)}, at::kByte);
-      std::memcpy(bytes.data_ptr(), records[r].data() + bytesAt, static_cast<size_t>(bytes.numel()));
-      all.bytes.push_back(bytes);
+      std::string bytes = records[r].substr(bytesAt);
+      all.bytes.push_back(at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte).clone());
     }
     if (mine.checkExtras) mine.checkExtras(all.extras);
     return all;
@@ -99,6 +98,18 @@ bool allKnown(const std::vector<at::Tensor>& tensors) {
                      [](const at::Tensor& t) { return torch_openreg::knownValues(t).has_value(); });
 }
 
+// The whole memory t lies in, as bytes: a collective may write views of one known tensor (all_gather_object's
+// sizes), whose values the host can only state whole.
+at::Tensor wholeMemoryOf(const at::Tensor& t) {
+  return at::empty({0}, t.options().dtype(at::kByte)).set_(t.storage(), 0, {static_cast<int64_t>(t.storage().nbytes())});
+}
+
+// A host tensor laid out as t, over the host's copy of t's whole memory.
+at::Tensor laidOutAs(const at::Tensor& hostMemory, const at::Tensor& t) {
+  return at::empty({0}, t.options().device(at::kCPU)).set_(hostMemory.storage(), t.storage_offset(), t.sizes(),
+                                                            t.strides());
+}
+
 }  // namespace
 
 bool OcclBackend::runsOnTheHost(const Collective& collective) const {
@@ -113,18 +124,28 @@ bool OcclBackend::runsOnTheHost(const Collective& collective) const {
 }
 
 OcclBackend::HostRun OcclBackend::hostRunOf(const Collective& collective) const {
-  HostRun run{collective.op, collective.body, {}, collective.outputs, allKnown(collective.contributed),
-              collective.timeout};
+  at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)
+  HostRun run{collective.op, collective.body, allKnown(collective.contributed), collective.timeout, {}, {}};
   for (const auto* list : {&collective.inputs, &collective.outputs}) {
     for (const at::Tensor& t : *list) {
-      std::optional<at::Tensor> known = torch_openreg::knownValues(t);
-      run.views.push_back(known ? *known : at::zeros(t.sizes(), t.options().device(at::kCPU)));
+      at::Tensor whole = wholeMemoryOf(t);
+      auto copied = std::find_if(run.memories.begin(), run.memories.end(),
+                                 [&](const HostRun::Memory& m) { return m.device.is_alias_of(t); });
+      if (copied == run.memories.end()) {
+        std::optional<at::Tensor> known = torch_openreg::knownValues(whole);
+        // Unknown memory: what the collective writes there is stated only if it writes all of it.
+        at::Tensor host = known ? *known : at::zeros({whole.numel()}, at::kByte);
+        copied = run.memories.insert(run.memories.end(), HostRun::Memory{whole, host, known.has_value()});
+      }
+      run.views.push_back(laidOutAs(copied->host, t));
+      if (list == &collective.outputs) copied->outputBytes += static_cast<int64_t>(t.nbytes());
     }
   }
   return run;
 }
 
 void OcclBackend::runOnTheHost(HostRun run) {
+  at::DisableRecordFunctionGuard unseen;
   if (!knownValues_) knownValues_ = std::make_unique<Rendezvous>(store_->clone(), getRank(), getSize(), "occl/known");
   // A count of the host's own: the keys of its rendezvous follow one another (Rendezvous.cpp deletes the last).
   CollectiveName name{run.op, hostSeq_++, group_ + " (on the host, timing-only mode)"};
@@ -137,9 +158,11 @@ void OcclBackend::runOnTheHost(HostRun run) {
     TORCH_CHECK(false, e.what());
   }
   if (!transport.allKnown()) return;
-  size_t firstOutput = run.views.size() - run.outputs.size();
-  for (size_t i = 0; i < run.outputs.size(); ++i) {
-    torch_openreg::stateKnownValues(run.outputs[i], run.views[firstOutput + i]);
+  for (const HostRun::Memory& memory : run.memories) {
+    // Known before, or all of it written by the collective (its outputs do not overlap).
+    if (memory.known || memory.outputBytes == memory.device.numel()) {
+      torch_openreg::stateKnownValues(memory.device, memory.host);
+    }
   }
 }
 

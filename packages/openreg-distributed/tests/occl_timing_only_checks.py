@@ -57,16 +57,20 @@ def check_collectives_on_known_values(rank, world, key):
         objects = [{"step": 7, "shards": [0, 1]}, "rank 0's"] if me == 0 else [None, None]
         dist.broadcast_object_list(objects, group_src=0, group=group, device=torch.device("openreg"))
         seen["broadcast_object_list"] = objects
-        # Computed values are not known: their collective leaves them unknown on every rank.
-        computed = torch.ones(2, dtype=torch.long, device="openreg") * (me + 1)
+        # all_gather_object's sizes: an all_gather into views of one tensor the host knows (zeros).
+        sizes = torch.zeros(2, dtype=torch.long, device="openreg")
+        dist.all_gather([sizes[0:1], sizes[1:2]], torch.tensor([10 + me], device="openreg"), group=group)
+        seen["all_gather into views"] = _read(sizes)
+        # Values computed on the device are not known: their collective leaves them unknown on every rank.
+        computed = torch.randint(1, 5, (2,), device="openreg")
         dist.all_reduce(computed, group=group)
         seen["all_reduce of computed values"] = _read(computed)
         # Work over known values alone is computed on the host; with any other operand, it is not.
         counts.add_(1)
         seen["add_ of a number"] = _read(counts)
-        counts.add_(torch.ones_like(counts))
+        counts.add_(torch.randint_like(counts, 2))
         seen["add_ of computed values"] = _read(counts)
-        losses = torch.full((1,), 0.5, device="openreg")  # filled by a kernel: not known
+        losses = torch.rand(1, device="openreg")  # a random fill: not known
         dist.all_reduce(losses, group=group)
         seen["float of computed values"] = _read(losses)
     # The device memory was never written: once the mode ends, the values are refused.

@@ -18,6 +18,7 @@ def test_collectives_on_known_values_are_exact_and_the_rest_stays_unknown(ranks,
         assert seen[me]["all_reduce"] == [3, 30]
         assert seen[me]["all_gather"] == [0, 0, 1, -1]
         assert seen[me]["broadcast_object_list"] == [{"step": 7, "shards": [0, 1]}, "rank 0's"]
+        assert seen[me]["all_gather into views"] == [10, 11]
         assert seen[me]["all_reduce of computed values"] == "refused"
         assert seen[me]["add_ of a number"] == [4, 31]
         assert seen[me]["add_ of computed values"] == "refused"

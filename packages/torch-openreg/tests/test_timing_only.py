@@ -48,7 +48,7 @@ def test_a_training_step_runs_for_its_shapes_and_kernels(timing_only):
     (lambda t: t[t > 0], "(its output shape depends on the data"),
 ], ids=["integer item", "bool of a comparison", "integer copy", "print", "nonzero", "boolean index"])
 def test_what_needs_a_value_raises_and_names_it(timing_only, needs_a_value, names):
-    t = torch.ones(1, device="openreg")
+    t = torch.rand(1, device="openreg")  # a random fill: values the host does not know
     with pytest.raises(RuntimeError, match="timing-only mode") as failure:
         needs_a_value(t)
     assert names in str(failure.value) and "values of device memory" in str(failure.value)
@@ -58,7 +58,7 @@ def test_a_floating_point_value_read_is_nan_with_one_warning_per_line(timing_onl
     """Note [Values read in timing-only mode]: a log line's .item() and a copy to the CPU read NaN,
     counted, with a warning once per line of the program that reads."""
     before = torch.openreg.values_read_as_nan()
-    t = torch.ones(3, device="openreg")
+    t = torch.rand(3, device="openreg")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         logged = [t.sum().item() for _ in range(3)]  # one line, three reads
@@ -78,7 +78,7 @@ def test_values_copied_from_the_host_are_read_exactly_until_other_work_changes_t
     assert shapes.t().cpu().tolist() == [[4096, 1024], [1024, 1]]  # a view reads through its strides
     assert torch.tensor(3.5, device="openreg").item() == 3.5
     assert torch.openreg.values_read_as_nan() == reads_as_nan  # none of them stood in by NaN
-    shapes.add_(torch.ones_like(shapes))  # queued over values the host does not know: unknown again
+    shapes.add_(torch.randint_like(shapes, 2))  # queued over values the host does not know: unknown again
     with pytest.raises(RuntimeError, match="This value is a Long"):
         shapes.tolist()
 
@@ -95,9 +95,11 @@ def test_kernels_over_known_values_compute_them_on_the_host(timing_only):
     assert scale.tolist() == [2.0, 8.0]
     rows = lengths[None, :].expand(2, 3)  # an operand whose elements share memory, as on the device
     assert (rows * torch.tensor([[1], [2]], device="openreg")).tolist() == [[3, 9, 4], [6, 18, 8]]
-    mixed = lengths + torch.ones(3, dtype=torch.long, device="openreg")  # ones: computed, so not known
+    assert torch.zeros(2, dtype=torch.long, device="openreg").tolist() == [0, 0]  # a fill, from its scalar
+    product = lengths * torch.randint(0, 2, (3,), device="openreg")  # random: not known
+    product[:2].fill_(1)  # part of it, written: the rest is still unknown
     with pytest.raises(RuntimeError, match="This value is a Long"):
-        mixed.tolist()
+        product.tolist()
 
 
 def test_only_small_copies_that_fill_their_tensor_s_memory_are_known(timing_only):
@@ -123,7 +125,7 @@ def test_known_values_never_reach_work_computed_after_the_mode():
 def test_strict_mode_raises_for_every_value_read():
     torch.openreg.set_timing_only(True, strict=True)
     try:
-        t = torch.ones(3, device="openreg")
+        t = torch.rand(3, device="openreg")
         for read in (lambda: t.sum().item(), t.cpu):
             with pytest.raises(RuntimeError, match="needs values of device memory"):
                 read()

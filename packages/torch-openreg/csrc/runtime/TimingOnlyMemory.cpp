@@ -14,6 +14,7 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/record_function.h>
 
 #include <torch_openreg/Kernel.h>
 
@@ -159,6 +160,7 @@ bool readsAsNaN(const char* what, c10::ScalarType type) {
 std::optional<at::Tensor> knownValues(const at::Tensor& t) {
   Block* block = blockWithKnownValues(t);
   if (block == nullptr) return std::nullopt;
+  at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)
   std::lock_guard<std::mutex> lock(knownValuesLock);
   if (!block->hasKnownValues.load()) return std::nullopt;  // forgotten meanwhile
   at::Tensor view = viewOver(block->knownValues, t);
@@ -175,6 +177,7 @@ void stateKnownValues(const at::Tensor& t, const at::Tensor& values) {
   Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
   // Computed memory keeps its values on the device; the conjugate and negative bits are the view's.
   if (block == nullptr || block->uncomputedBy.load() == nullptr || t.is_conj() || t.is_neg()) return;
+  at::DisableRecordFunctionGuard unseen;
   std::lock_guard<std::mutex> lock(knownValuesLock);
   if (!block->hasKnownValues.load()) {
     // Known values are the whole storage's: a part of a block whose rest is unknown stays unknown.
@@ -193,13 +196,18 @@ bool hasKnownValues(const at::Tensor& t) {
 
 namespace {
 
-// Holds nothing a correct program reads: allocated by the mode and untouched, or written without being read.
+bool writtenWithoutBeingRead(const at::Tensor& t) {
+  return std::any_of(writtenWithoutReading.begin(), writtenWithoutReading.end(),
+                     [&](const c10::StorageImpl* written) { return written == t.storage().unsafeGetStorageImpl(); });
+}
+
+// Holds nothing a correct program reads: memory the mode allocated (small enough for the host to know),
+// untouched since, or written whole without being read.
 bool holdsNothingYet(const at::Tensor& t) {
   Block* block = blockOf(t.storage().data_ptr());
   if (block == nullptr || t.storage().nbytes() > static_cast<size_t>(kLargestKnownValues)) return false;
-  if (block->uncomputedBy.load() == kOnlyAllocated) return true;
-  return std::any_of(writtenWithoutReading.begin(), writtenWithoutReading.end(),
-                     [&](const c10::StorageImpl* written) { return written == t.storage().unsafeGetStorageImpl(); });
+  const char* maker = block->uncomputedBy.load();
+  return maker == kOnlyAllocated || (maker != nullptr && coversItsStorage(t) && writtenWithoutBeingRead(t));
 }
 
 // The host's copy of t's block: its known values, or zeros where it holds nothing yet; undefined otherwise.
@@ -219,16 +227,24 @@ at::Tensor hostCopyOfBlock(const at::Tensor& t) {
 
 std::optional<KernelOnKnownValues> KernelOnKnownValues::of(const std::vector<at::Tensor>& tensors,
                                                            const KernelBody& body) {
-  if (blocksWithKnownValues.load(std::memory_order_relaxed) == 0 || !timingOnly()) return std::nullopt;
+  if (!timingOnly()) return std::nullopt;
+  // Its values follow from what the host knows: some operands are, or it fills integers (sizes, counts, flags)
+  // from its scalars. Not floating-point fills: those are a step's data (a gradient's seed, a norm's weight),
+  // and known operands would take the general route where the device's program takes the fast path.
+  bool someKnown = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return hasKnownValues(t); });
+  bool fillsIntegers = std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+    return !c10::isFloatingType(t.scalar_type()) && !c10::isComplexType(t.scalar_type()) &&
+           writtenWithoutBeingRead(t) && holdsNothingYet(t);
+  });
+  if (!someKnown && !fillsIntegers) return std::nullopt;
+  at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)
   KernelOnKnownValues kernel;
-  bool someKnown = false;
   for (const at::Tensor& t : tensors) {
     // One host copy per block, so that tensors sharing memory on the device share it on the host.
     Block* block = blockOf(t.storage().data_ptr());
     auto copied = std::find_if(kernel.blocks_.begin(), kernel.blocks_.end(),
                                [&](const HostBlock& seen) { return seen.block == block; });
     if (copied == kernel.blocks_.end()) {
-      someKnown = someKnown || hasKnownValues(t);
       at::Tensor bytes = block != nullptr ? hostCopyOfBlock(t) : at::Tensor();
       if (!bytes.defined()) return std::nullopt;
       copied = kernel.blocks_.insert(kernel.blocks_.end(), HostBlock{block, bytes});
@@ -237,12 +253,12 @@ std::optional<KernelOnKnownValues> KernelOnKnownValues::of(const std::vector<at:
     if (!view.defined()) return std::nullopt;
     kernel.views_.push_back(view);
   }
-  if (!someKnown) return std::nullopt;
   kernel.body_ = body;
   return kernel;
 }
 
 void KernelOnKnownValues::run() {
+  at::DisableRecordFunctionGuard unseen;
   try {
     body_(views_);
   } catch (const std::exception&) {

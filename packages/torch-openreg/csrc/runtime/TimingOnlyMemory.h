@@ -81,7 +81,7 @@ void noteOverwritten(const char* work, const at::Tensor& t);
 // found_inf = 0, occl's collectives on known values). A kernel whose
 // tensors are known, or hold nothing yet, runs on the host too, on copies,
 // so its results are known as well: a sum of lengths, a comparison of
-// sizes. Reads (.item(), .tolist(), a copy to the CPU) get them exactly,
+// sizes, a small torch.zeros of integers. Reads (.item(), .tolist(), a copy to the CPU) get them exactly,
 // integers too. Any other work queued over the block forgets them, since
 // it did not run. The device memory is never written: once the mode ends,
 // the block is still one the mode never computed.
@@ -103,7 +103,7 @@ bool hasKnownValues(const at::Tensor& t);
 // (whose checks forget the values) and run after it. It applies in
 // timing-only mode when some of the kernel's tensors are known and each
 // other one holds nothing yet (allocated by the mode and untouched, or
-// written without being read).
+// written without being read), or when it fills integers.
 class KernelOnKnownValues {
  public:
   static std::optional<KernelOnKnownValues> of(const std::vector<at::Tensor>& tensors, const KernelBody& body);

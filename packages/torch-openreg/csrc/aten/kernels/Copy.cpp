@@ -12,6 +12,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <limits>
@@ -141,6 +142,7 @@ std::optional<at::Tensor> readInstead(const char* what, const std::optional<at::
   if (!timingOnly()) return std::nullopt;
   if (known) return known;
   readsAsNaN(what, type);
+  at::DisableRecordFunctionGuard unseen;
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   return c10::isComplexType(type) ? at::scalar_tensor(c10::complex<double>(kNaN, kNaN), at::kComplexDouble)
                                   : at::scalar_tensor(kNaN, at::kDouble);
@@ -177,7 +179,10 @@ at::Tensor copyNamed(const char* what, const at::Tensor& self, const at::Tensor&
     copyBetweenDevices(dst, self.expand(dst.sizes()));
   }
   if (knownSource && !toHost) keepCopiedValues(dst, knownSource->expand(dst.sizes()));
-  if (read) dst.copy_(*read);
+  if (read) {
+    at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program
+    dst.copy_(*read);
+  }
   return dst;
 }
 
