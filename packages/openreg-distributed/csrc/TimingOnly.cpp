@@ -101,7 +101,8 @@ bool allKnown(const std::vector<at::Tensor>& tensors) {
 // The whole memory t lies in, as bytes: a collective may write views of one known tensor (all_gather_object's
 // sizes), whose values the host can only state whole.
 at::Tensor wholeMemoryOf(const at::Tensor& t) {
-  return at::empty({0}, t.options().dtype(at::kByte)).set_(t.storage(), 0, {static_cast<int64_t>(t.storage().nbytes())});
+  int64_t bytes = static_cast<int64_t>(t.storage().nbytes());
+  return at::empty({0}, t.options().dtype(at::kByte)).set_(t.storage(), 0, {bytes});
 }
 
 // A host tensor laid out as t, over the host's copy of t's whole memory.

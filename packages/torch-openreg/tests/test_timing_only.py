@@ -102,6 +102,12 @@ def test_kernels_over_known_values_compute_them_on_the_host(timing_only):
         product.tolist()
 
 
+def test_a_known_tensor_grown_by_resize_keeps_its_values(timing_only):
+    pickled = torch.tensor([7, 8, 9], dtype=torch.uint8, device="openreg")
+    pickled.resize_(5)  # all_gather_object grows each rank's bytes to the largest rank's
+    assert pickled[:3].tolist() == [7, 8, 9]
+
+
 def test_only_small_copies_that_fill_their_tensor_s_memory_are_known(timing_only):
     large = torch.zeros(2**18 + 1, dtype=torch.int32).to("openreg")  # over a MiB: only queued
     half = torch.empty(4, dtype=torch.long, device="openreg")

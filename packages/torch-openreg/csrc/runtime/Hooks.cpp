@@ -11,6 +11,7 @@
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
+#include "runtime/TimingOnlyMemory.h"
 
 namespace torch_openreg {
 namespace {
@@ -78,6 +79,7 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
     c10::DataPtr fresh = impl->allocator()->allocate(newsize);
     size_t keep = std::min(newsize, impl->nbytes());
     if (keep > 0) OPENREG_CHECK(orMemcpy(fresh.get(), impl->data(), keep, orMemcpyDeviceToDevice));
+    carryKnownValues(impl->data_ptr(), fresh, newsize);  // Note [Values the host knows in timing-only mode]
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }

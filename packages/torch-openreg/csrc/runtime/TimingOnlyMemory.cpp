@@ -84,8 +84,6 @@ at::Tensor viewOver(void* data, size_t size, const at::Tensor& t, std::function<
       .as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
-at::Tensor viewOver(std::vector<char>& bytes, const at::Tensor& t) { return viewOver(bytes.data(), bytes.size(), t); }
-
 at::Tensor viewOver(const at::Tensor& bytes, const at::Tensor& t) {
   return viewOver(bytes.data_ptr(), static_cast<size_t>(bytes.numel()), t, [bytes](void*) {});
 }
@@ -163,17 +161,16 @@ std::optional<at::Tensor> knownValues(const at::Tensor& t) {
   at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)
   std::lock_guard<std::mutex> lock(knownValuesLock);
   if (!block->hasKnownValues.load()) return std::nullopt;  // forgotten meanwhile
-  at::Tensor view = viewOver(block->knownValues, t);
+  at::Tensor view = viewOver(block->knownValues.data(), block->knownValues.size(), t);
   if (!view.defined()) return std::nullopt;
   return view.clone(at::MemoryFormat::Preserve);
 }
 
 void stateKnownValues(const at::Tensor& t, const at::Tensor& values) {
-  TORCH_CHECK(isOpenRegTensor(t) && values.defined() && !isOpenRegTensor(values) &&
-                  values.sizes() == t.sizes(),
-              "stateKnownValues: t must be an openreg tensor and values a host tensor of its shape; got ",
-              t.defined() ? t.toString() : std::string("an undefined tensor"), " and ",
-              values.defined() ? values.toString() : std::string("an undefined tensor"));
+  bool valid = isOpenRegTensor(t) && values.defined() && !isOpenRegTensor(values) && values.sizes() == t.sizes();
+  auto described = [](const at::Tensor& x) { return x.defined() ? x.toString() : std::string("an undefined tensor"); };
+  TORCH_CHECK(valid, "stateKnownValues: t must be an openreg tensor and values a host tensor of its shape; got ",
+              described(t), " and ", described(values));
   Block* block = timingOnly() ? blockOf(t.storage().data_ptr()) : nullptr;
   // Computed memory keeps its values on the device; the conjugate and negative bits are the view's.
   if (block == nullptr || block->uncomputedBy.load() == nullptr || t.is_conj() || t.is_neg()) return;
@@ -184,10 +181,20 @@ void stateKnownValues(const at::Tensor& t, const at::Tensor& values) {
     if (!coversItsStorage(t) || t.storage().nbytes() > static_cast<size_t>(kLargestKnownValues)) return;
     block->knownValues.assign(t.storage().nbytes(), 0);
   }
-  at::Tensor view = viewOver(block->knownValues, t);
+  at::Tensor view = viewOver(block->knownValues.data(), block->knownValues.size(), t);
   if (!view.defined()) return;
   view.copy_(values);
   if (!block->hasKnownValues.exchange(true)) ++blocksWithKnownValues;
+}
+
+void carryKnownValues(const c10::DataPtr& from, const c10::DataPtr& to, size_t bytes) {
+  Block *old = blockOf(from), *fresh = blockOf(to);  // fresh: allocated in timing-only mode, so marked
+  bool known = timingOnly() && old != nullptr && fresh != nullptr && old->hasKnownValues.load();
+  if (!known || bytes > static_cast<size_t>(kLargestKnownValues)) return;
+  std::lock_guard<std::mutex> lock(knownValuesLock);
+  fresh->knownValues = old->knownValues;
+  fresh->knownValues.resize(bytes, 0);  // beyond the old memory: nothing a program reads yet
+  if (!fresh->hasKnownValues.exchange(true)) ++blocksWithKnownValues;
 }
 
 bool hasKnownValues(const at::Tensor& t) {
@@ -233,8 +240,8 @@ std::optional<KernelOnKnownValues> KernelOnKnownValues::of(const std::vector<at:
   // and known operands would take the general route where the device's program takes the fast path.
   bool someKnown = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return hasKnownValues(t); });
   bool fillsIntegers = std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
-    return !c10::isFloatingType(t.scalar_type()) && !c10::isComplexType(t.scalar_type()) &&
-           writtenWithoutBeingRead(t) && holdsNothingYet(t);
+    bool integers = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
+    return integers && writtenWithoutBeingRead(t) && holdsNothingYet(t);
   });
   if (!someKnown && !fillsIntegers) return std::nullopt;
   at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)

@@ -94,6 +94,10 @@ bool readsAsNaN(const char* what, c10::ScalarType type);
 // After a copy from host tensor src into the whole of dst's block in
 // timing-only mode: the host keeps src's values if they are small enough.
 void keepCopiedValues(const at::Tensor& dst, const at::Tensor& src);
+// Storage.resize_() moved `bytes` of memory from `from` to `to`: in
+// timing-only mode the values the host knew of the old memory are the new
+// one's (all_gather_object grows its pickled bytes to the largest rank's).
+void carryKnownValues(const c10::DataPtr& from, const c10::DataPtr& to, size_t bytes);
 // Whether the host knows t's values: cheap while it knows none at all. The
 // fast paths leave such operands to launchKernel, which computes them.
 bool hasKnownValues(const at::Tensor& t);
