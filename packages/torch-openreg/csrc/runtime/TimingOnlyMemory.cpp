@@ -65,8 +65,10 @@ void nameMaker(Block& block, const char* work, bool onlyReads = false) {
   block.uncomputedBy.compare_exchange_strong(mark, lasting(work));
 }
 
-// The block holding t's values as the host knows them, if it does.
+// The block holding t's values as the host knows them, if it does. While the host knows none (every
+// program that never enters timing-only mode), an atomic load is all a copy or launch pays.
 Block* blockWithKnownValues(const at::Tensor& t) {
+  if (blocksWithKnownValues.load(std::memory_order_relaxed) == 0) return nullptr;
   if (!timingOnly() || !isOpenRegTensor(t) || t.is_conj() || t.is_neg()) return nullptr;
   Block* block = blockOf(t.storage().data_ptr());
   return block != nullptr && block->hasKnownValues.load(std::memory_order_acquire) ? block : nullptr;
@@ -197,9 +199,7 @@ void carryKnownValues(const c10::DataPtr& from, const c10::DataPtr& to, size_t b
   if (!fresh->hasKnownValues.exchange(true)) ++blocksWithKnownValues;
 }
 
-bool hasKnownValues(const at::Tensor& t) {
-  return blocksWithKnownValues.load(std::memory_order_relaxed) != 0 && blockWithKnownValues(t) != nullptr;
-}
+bool hasKnownValues(const at::Tensor& t) { return blockWithKnownValues(t) != nullptr; }
 
 namespace {
 
@@ -234,16 +234,18 @@ at::Tensor hostCopyOfBlock(const at::Tensor& t) {
 
 std::optional<KernelOnKnownValues> KernelOnKnownValues::of(const std::vector<at::Tensor>& tensors,
                                                            const KernelBody& body) {
-  if (!timingOnly()) return std::nullopt;
   // Its values follow from what the host knows: some operands are, or it fills integers (sizes, counts, flags)
   // from its scalars. Not floating-point fills: those are a step's data (a gradient's seed, a norm's weight),
-  // and known operands would take the general route where the device's program takes the fast path.
+  // and known operands would take the general route where the device's program takes the fast path. Both
+  // tests cost an atomic load or two on a launch outside timing-only mode (the executor's scope of written
+  // tensors is empty there).
   bool someKnown = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return hasKnownValues(t); });
-  bool fillsIntegers = std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+  auto filledInteger = [](const at::Tensor& t) {
     bool integers = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
     return integers && writtenWithoutBeingRead(t) && holdsNothingYet(t);
-  });
-  if (!someKnown && !fillsIntegers) return std::nullopt;
+  };
+  bool fillsIntegers = !writtenWithoutReading.empty() && std::all_of(tensors.begin(), tensors.end(), filledInteger);
+  if ((!someKnown && !fillsIntegers) || !timingOnly()) return std::nullopt;
   at::DisableRecordFunctionGuard unseen;  // the host's own work: no operator of the program (openreg-perf records them)
   KernelOnKnownValues kernel;
   for (const at::Tensor& t : tensors) {
@@ -286,7 +288,8 @@ void stateTimingOnlyValue(const at::Tensor& t, double value) {
 }
 
 void keepCopiedValues(const at::Tensor& dst, const at::Tensor& src) {
-  if (!timingOnly() || dst.sizes() != src.sizes()) return;
+  // Only memory the mode allocated can be known: until some is, a copy pays an atomic load.
+  if (!someMemoryMarked() || dst.sizes() != src.sizes() || !timingOnly()) return;
   stateKnownValues(dst, src);
 }
 
