@@ -29,6 +29,16 @@ _foreach_ call for every launch of that loop (torch-openreg's ActivityRecording.
 prices the call's first launch as the whole operator (its cost over every tensor, plus a kernel floor
 per further chunk) and takes its other launches as part of it: no time, no host launch.
 
+Note [Transfers share their link]
+A stream orders its own work, but two streams' transfers over one link do not both get the link's
+whole rate: copies from the host on two streams share the device's host link (each direction is a
+link of its own: PCIe is full duplex), and an all-gather on one stream shares the device's links to
+its peers (NVLink, or PCIe between cards) with a reduce-scatter on another (FSDP2's two streams) and
+with peer copies. The replay gives each link a lane, as it does each stream: a transfer starts once
+the link's previous transfer has ended, so the link carries at most its rate and the last of them
+ends when the link has moved all their bytes, as it would sharing the rate. Copies within a device
+(HBM) and every other kernel use no link.
+
 Not here: what a kernel costs (costs/, model.py) or what the report makes of the timeline.
 """
 
@@ -53,6 +63,8 @@ COLLECTIVE_KERNELS = {
     "send": "broadcast", "recv": "broadcast", "recv_anysource": "broadcast", "barrier": "all_reduce",
 }
 COPY_KINDS = {"memcpyHtoD": "h2d", "memcpyDtoH": "d2h", "memcpyDtoD": "d2d", "memcpyPtoP": "p2p"}
+# The link each kind of transfer uses (Note [Transfers share their link]); collectives use "peers".
+COPY_LINKS = {"h2d": "from host", "d2h": "to host", "p2p": "peers"}
 
 
 @dataclass
@@ -115,6 +127,7 @@ class _Replay:
         self._synchronize_s = profile.host.synchronize_s if host == "profile" else 0.0
         self.timeline = Timeline(host=host)
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
+        self.link_free: dict[tuple[int, str], float] = {}  # (device, link) -> when its last transfer ends
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
@@ -196,14 +209,16 @@ class _Replay:
         return self.paused_before[index - 1] + min(ns, end) - start
 
     def _schedule(self, work: Work, issued: float) -> None:
-        lane = (work.device, work.stream)
-        start = max(issued, self.stream_free.get(lane, 0.0))
+        lane, link = (work.device, work.stream), _link(work)
+        start = max(issued, self.stream_free.get(lane, 0.0), self.link_free.get(link, 0.0))
         if work.kind == "stream_wait":
             start = max(start, self.ended.get(work.waits_for, 0.0))  # recorded before the region: no wait
         item = self._predict(work, start)
         self.multi_tensor_call = item if _is_multi_tensor(work) else None
         self.timeline.items.append(item)
         self.stream_free[lane] = item.end_s
+        if link is not None:
+            self.link_free[link] = item.end_s
         self.ended[work.correlation] = item.end_s
 
     def _predict(self, work: Work, start: float) -> Predicted:
@@ -257,6 +272,19 @@ class _Replay:
         lanes = [end for (device, stream), end in self.stream_free.items()
                  if device == wait.device and (wait.stream == 0 or stream == wait.stream)]
         return max(lanes, default=0.0)
+
+
+# LITERALINCLUDE START: PERF_LINKS
+def _link(work: Work) -> tuple[int, str] | None:
+    """The (device, link) a transfer occupies, or None for work that uses no link (Note [Transfers
+    share their link])."""
+    if work.kind == "memcpy":
+        link = COPY_LINKS.get(COPY_KINDS.get(work.name, "d2d"))
+        return (work.device, link) if link is not None else None
+    if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
+        return (work.device, "peers")
+    return None
+# LITERALINCLUDE END: PERF_LINKS
 
 
 def _is_multi_tensor(work: Work) -> bool:

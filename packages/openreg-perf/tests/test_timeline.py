@@ -192,6 +192,38 @@ def test_collectives_take_the_alpha_beta_time_of_their_rank_count():
     assert region_report(replay(program.trace, H100, ranks=8), H100, {}).unknown_operators == []
 
 
+def collective(program, name, op_name, mib, stream):
+    work = program.kernel(OpCall(op_name, [[[mib << 18]]], ["TensorList"]), stream=stream)  # float32
+    work.name = name
+    return work
+
+
+def copy(program, name, mib, stream, device=0):
+    return program.queue("memcpy", name, stream=stream, device=device,
+                         op=OpCall("aten::copy_", [[mib << 18], [mib << 18], []], [F32, F32, "Scalar"],
+                                   ["", "", False]))
+
+
+# Note [Transfers share their link] (timeline.py)
+def test_transfers_on_other_streams_share_their_link_and_other_work_does_not():
+    program = Program()
+    gather = collective(program, "allgather", "c10d::allgather_", 256, stream=1)
+    scatter = collective(program, "reduce_scatter_tensor", "c10d::reduce_scatter_tensor_", 256, stream=2)
+    upload = copy(program, "memcpyHtoD", 64, stream=3)
+    second_upload = copy(program, "memcpyHtoD", 64, stream=4)
+    download = copy(program, "memcpyDtoH", 64, stream=5)  # the other direction: a link of its own
+    other_device = copy(program, "memcpyHtoD", 64, stream=3, device=1)
+    compute = program.kernel(mm(4096), stream=6)
+    items = by_correlation(replay(program.trace, H100, ranks=8))
+    item = lambda work: items[work.correlation]  # noqa: E731
+    assert item(scatter).start_s == pytest.approx(item(gather).end_s)  # FSDP2's two streams: one link
+    assert item(second_upload).start_s == pytest.approx(item(upload).end_s)
+    for independent in (download, other_device, compute, upload):
+        assert item(independent).start_s < item(gather).end_s
+    # Each transfer still takes its own time: the last ends when the link has moved all their bytes.
+    assert item(scatter).seconds == pytest.approx(collective_seconds("reduce_scatter", 256 << 20, 8, H100))
+
+
 def test_an_unknown_operator_gets_the_default_cost_and_is_listed():
     program = Program()
     program.kernel(OpCall("aten::special_bessel_j0", [[1024]], [F32]))
