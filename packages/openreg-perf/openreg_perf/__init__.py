@@ -17,7 +17,6 @@ import collections
 import functools
 import math
 import numbers
-import traceback
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,8 +114,8 @@ class Run:
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
         if self.values_read_as_nan:
-            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu()) "
-                     f"got NaN: timing-only mode computes none")
+            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu(), "
+                     f"print) got NaN: timing-only mode computes none")
         checks = sum(kernel.op == GRAD_SCALER_CHECK for kernel in self.kernels) if self.timing_only else 0
         if checks:
             text += (f"\n  assumed            no gradient overflows: GradScaler's {checks} non-finite checks found "
@@ -224,11 +223,10 @@ def _one_line(error: BaseException) -> str:
 
 # Note [Reading values in timing-only mode]: torch-openreg refuses the reads of a tensor's values in
 # timing-only mode that NaN cannot stand for (its Note [Values read in timing-only mode]: integers,
-# booleans, every read in strict mode), naming the operator that needed them. For .item() or a copy to the CPU that is
-# the user's own call; printing a tensor, though, reaches torch's formatter first, which calls
-# aten::masked_select (and .item()) on the device, an operator the user never wrote. The refusal has
-# no type of its own: it is told by its message (runtime/Device.cpp's checkValuesComputed in
-# torch-openreg), and a read by the calls it names or by torch's formatter on the way to it.
+# booleans, every read in strict mode), naming what needed them: .item(), or a copy to the CPU, which
+# .tolist() and print(t) make (print formats a copy on the host: torch-openreg's Note [Printing a
+# tensor in timing-only mode]). The refusal has no type of its own: it is told by its message
+# (runtime/Device.cpp's checkValuesComputed and TimingOnlyMemory.cpp's readsAsNaN in torch-openreg).
 _TIMING_ONLY_REFUSAL = "needs values of device memory, and openreg runs in timing-only mode"
 _VALUE_READS = ("aten::_local_scalar_dense", "a copy from an openreg tensor to the CPU")
 _DATA_DEPENDENT_SIZE = "its output shape depends on the data"
@@ -236,21 +234,16 @@ _DATA_DEPENDENT_SIZE = "its output shape depends on the data"
 
 def _value_read_refusal(how: str) -> str:
     """What the user did, for a refused read; how: what put the region in timing-only mode."""
-    return (f"reading a tensor's values (print, .item(), .tolist()) is not possible in timing-only mode "
-            f"({how}): nothing was computed")
+    return (f"reading an integer or boolean tensor's values (print, .item(), .tolist()) is not possible in "
+            f"timing-only mode ({how}): nothing was computed, and NaN stands only for floating-point values")
 
 
 def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
     """Whether error is torch-openreg's timing-only refusal of a read of a tensor's values: printing it,
     .item(), .tolist(), a copy to the CPU (Note [Reading values in timing-only mode])."""
-    import torch._tensor_str
-
     message = str(error)
-    if not isinstance(error, RuntimeError) or _TIMING_ONLY_REFUSAL not in message:
-        return False
-    printing = Path(torch._tensor_str.__file__)
-    through_printing = any(Path(frame.filename) == printing for frame in traceback.extract_tb(error.__traceback__))
-    return through_printing or any(read in message for read in _VALUE_READS)
+    return isinstance(error, RuntimeError) and _TIMING_ONLY_REFUSAL in message and any(
+        read in message for read in _VALUE_READS)
 
 
 def _checked_ranks(ranks) -> int:

@@ -100,19 +100,23 @@ def test_a_logged_value_reads_as_nan_and_is_counted_and_strict_mode_raises():
         torch.openreg.set_timing_only(False)
 
 
-def test_printing_a_tensor_in_timing_only_mode_is_explained_as_a_read_of_its_values():
+def test_printing_a_tensor_in_timing_only_mode_prints_nan_and_is_counted_or_explained(capsys):
     x = torch.randn(4, device="openreg")
     torch.openreg.set_timing_only(True)  # as simulate(..., execute=False) does, on devices of any capacity
     try:
-        with pytest.raises(RuntimeError, match="aten::masked_select") as raised:  # torch's formatter's, not ours
+        with pytest.warns(UserWarning, match="print"), openreg_perf.simulate("h100-sxm") as run:
+            print(x * 2)  # torch-openreg's Note [Printing a tensor in timing-only mode]
+        assert capsys.readouterr().out == "tensor([nan, nan, nan, nan], device='openreg:0')\n"
+        assert not run.partial and run.values_read_as_nan == 1 and "1 reads of a value" in run.summary()
+        with pytest.raises(RuntimeError, match="a copy from an openreg tensor to the CPU") as raised:
             with openreg_perf.simulate("h100-sxm") as run:
-                print(x * 2)
+                print(x.long())
     finally:
         torch.openreg.set_timing_only(False)
-    assert raised.value.__notes__ == ["openreg_perf: reading a tensor's values (print, .item(), .tolist()) is not "
-                                      "possible in timing-only mode (torch.openreg.set_timing_only(True)): nothing "
-                                      "was computed"]
-    assert run.partial and "aten::mul" in {kernel.op for kernel in run.kernels}
+    assert raised.value.__notes__ == ["openreg_perf: reading an integer or boolean tensor's values (print, .item(), "
+                                      ".tolist()) is not possible in timing-only mode (torch.openreg.set_timing_only("
+                                      "True)): nothing was computed, and NaN stands only for floating-point values"]
+    assert run.partial and "aten::_copy_from" in {kernel.op for kernel in run.kernels}  # the read, queued and timed
 
 
 def test_a_prediction_from_a_recording_that_dropped_records_says_it_is_incomplete():

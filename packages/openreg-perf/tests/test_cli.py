@@ -115,18 +115,22 @@ def test_a_script_that_raises_gets_its_prediction_up_to_there_then_its_traceback
     assert f'File "{failing}"' in traceback[1]  # from the script on: runpy's frames are not the user's
 
 
-def test_printing_a_tensor_without_executing_says_its_values_were_never_computed(tmp_path):
+def test_printing_without_executing_prints_nan_and_refuses_integers(tmp_path):
     printing = script(tmp_path, """
         import torch
         t = torch.ones(8, device="openreg") * 2
         print(t)
+        print(t.long())
     """)
     result = openreg_perf("run", "--profile", "h100-sxm", "--no-execute", str(printing), cwd=tmp_path)
     assert result.returncode == 1
+    assert "tensor([nan, nan, nan, nan, nan, nan, nan, nan], device='openreg:0')" in result.stdout
     assert PARTIAL in result.stdout and "aten::mul" in result.stdout
-    (line,) = result.stderr.strip().splitlines()
-    assert line == ("openreg-perf: error: reading a tensor's values (print, .item(), .tolist()) is not possible in "
-                    f"timing-only mode (--no-execute): nothing was computed (at {printing}, line 4: print(t))")
+    warning, _, error = result.stderr.strip().splitlines()  # the NaN read's warning names its line
+    assert warning.startswith(f"{printing}:4: UserWarning: openreg: print(t) in timing-only mode reads values")
+    assert error == ("openreg-perf: error: reading an integer or boolean tensor's values (print, .item(), .tolist()) "
+                     "is not possible in timing-only mode (--no-execute): nothing was computed, and NaN stands only "
+                     f"for floating-point values (at {printing}, line 5: print(t.long()))")
 
 
 STAGES = textwrap.dedent("""

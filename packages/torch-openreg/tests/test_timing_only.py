@@ -43,10 +43,10 @@ def test_a_training_step_runs_for_its_shapes_and_kernels(timing_only):
     (lambda t: t.long().item(), "aten::_local_scalar_dense (.item()"),
     (lambda t: bool(t > 0), "aten::_local_scalar_dense (.item(), or bool()"),
     (lambda t: t.long().cpu(), "a copy from an openreg tensor to the CPU"),
-    (lambda t: print(t), "timing-only mode"),  # printing first looks for non-finite values
     (lambda t: torch.nonzero(t), "aten::nonzero (its output shape depends on the data"),
     (lambda t: t[t > 0], "(its output shape depends on the data"),
-], ids=["integer item", "bool of a comparison", "integer copy", "print", "nonzero", "boolean index"])
+    (lambda t: print(t.long()), "a copy from an openreg tensor to the CPU"),
+], ids=["integer item", "bool of a comparison", "integer copy", "nonzero", "boolean index", "integer print"])
 def test_what_needs_a_value_raises_and_names_it(timing_only, needs_a_value, names):
     t = torch.rand(1, device="openreg")  # a random fill: values the host does not know
     with pytest.raises(RuntimeError, match="timing-only mode") as failure:
@@ -68,6 +68,32 @@ def test_a_floating_point_value_read_is_nan_with_one_warning_per_line(timing_onl
     assert len([w for w in caught if "NaN stands for it" in str(w.message)]) == 2
     torch.openreg.set_timing_only(False)
     assert math.isnan((torch.tensor(logged, device="openreg") * 2).sum().item())  # NaN after the mode, too
+
+
+# Note [Printing a tensor in timing-only mode] (torch_openreg/_printing.py)
+def test_print_formats_a_copy_on_the_host_nan_where_never_computed(timing_only):
+    before = torch.openreg.values_read_as_nan()
+    weight = nn.Parameter(torch.rand(2, 3, device="openreg"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        printed = [repr(weight * 2) for _ in range(2)]  # one line, two reads
+        parameter = repr(weight)
+    assert printed[0] == printed[1] == ("tensor([[nan, nan, nan],\n        [nan, nan, nan]], device='openreg:0', "
+                                        "grad_fn=<MulBackward0>)")
+    assert parameter.startswith("Parameter containing:\ntensor([[nan, nan, nan],") and "requires_grad=True" in parameter
+    assert torch.openreg.values_read_as_nan() - before == 3
+    lines = [w.lineno for w in caught if "nan stands for them" in str(w.message)]
+    assert len(lines) == 2 and all(w.filename == __file__ for w in caught)  # the printing lines', once each
+    assert repr(torch.tensor([1, 2, 3], device="openreg")) == "tensor([1, 2, 3], device='openreg:0')"  # known
+
+
+def test_print_of_a_large_tensor_reads_only_its_summary(timing_only):
+    before = torch.openreg.values_read_as_nan()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        printed = repr(torch.rand(1024, 1024, device="openreg"))
+    assert printed == repr(torch.full((1024, 1024), float("nan"))).replace(")", ", device='openreg:0')")
+    assert torch.openreg.values_read_as_nan() - before == 1
 
 
 # Note [Values the host knows in timing-only mode] (csrc/runtime/TimingOnlyMemory.h)

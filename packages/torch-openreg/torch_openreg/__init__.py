@@ -62,7 +62,7 @@ def _register() -> None:
     # On Windows the layers' libraries find ours through this (no rpath there).
     openreg_runtime.add_dll_directories(get_library_dir())
     import torch_openreg._C  # noqa: F401  (C++ registrations run at load)
-    from torch_openreg import _compile, _dlpack, _extensions, openreg
+    from torch_openreg import _compile, _dlpack, _extensions, _printing, openreg
 
     # LITERALINCLUDE START: PYTHON_REGISTRATION
     torch.utils.rename_privateuse1_backend("openreg")
@@ -74,6 +74,7 @@ def _register() -> None:
     # The operators written in Python; they name the device "openreg".
     from torch_openreg import ops  # noqa: F401
     _dlpack.install()
+    _printing.install()  # print(t) in timing-only mode: Note [Printing a tensor in timing-only mode]
     _compile.register()  # torch.compile: Dynamo's device interface, Inductor's backend
     _extensions.load_all()
     # Test-only: the conformance kit's negative controls (_seeded_defects.py).

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <ATen/ops/empty.h>
@@ -141,6 +142,7 @@ WritesWithoutReading::~WritesWithoutReading() { writtenWithoutReading.resize(pre
 namespace {
 std::atomic<bool> strictValueReads{false};
 std::atomic<int64_t> nanReads{0};
+thread_local bool quietValueReads = false;
 }  // namespace
 
 // Note [Values read in timing-only mode]
@@ -152,6 +154,7 @@ bool readsAsNaN(const char* what, c10::ScalarType type) {
               "integer or boolean decides what the program does (an index, a size, a branch), so nothing can stand "
               "in for it. Leave it out of the region, or predict with execute=True");
   ++nanReads;
+  if (quietValueReads) return true;
   TORCH_WARN("openreg: ", what, " in timing-only mode reads a value that was never computed: NaN stands for it ",
              "(Note [Values read in timing-only mode]; set_timing_only(True, strict=True) raises instead)");
   return true;
@@ -299,6 +302,10 @@ void setStrictValueReads(bool strict) {
 
 int64_t valuesReadAsNaN() {
   return nanReads.load();
+}
+
+bool setQuietValueReads(bool quiet) {
+  return std::exchange(quietValueReads, quiet);
 }
 
 }  // namespace torch_openreg

@@ -127,6 +127,11 @@ class KernelOnKnownValues {
 void setStrictValueReads(bool strict);
 // How many reads NaN stood for since the process started.
 int64_t valuesReadAsNaN();
+// While quiet, this thread's reads count but do not warn: its caller warns
+// in its own words, naming the program's line (print(t): Note [Printing a
+// tensor in timing-only mode] in torch_openreg/_printing.py). Returns the
+// previous setting.
+bool setQuietValueReads(bool quiet);
 
 // While alive, the launches of this thread write these tensors without
 // reading them (the executor's out= results and fill_, a random fill).

@@ -328,9 +328,10 @@ def set_timing_only(enabled: bool, strict: bool = False) -> None:
     mode]): programs run for their shapes, allocations, streams and events, their kernels and copies
     compute nothing, and device memory is never touched, so a device larger than this machine's
     memory can be used (OPENREG_DEVICE_MEMORY). A floating-point value read to the host (.item(),
-    float(t), .cpu()) reads as NaN, with a warning once per line that reads it; an integer or boolean
-    value (int(t), bool(t > 0), an operator whose output shape depends on the data, printing a device
-    tensor) raises, naming the operator (Note [Values read in timing-only mode]). strict=True raises
+    float(t), .cpu(), print(t)) reads as NaN, with a warning once per line that reads it; an integer
+    or boolean value (int(t), bool(t > 0), an operator whose output shape depends on the data) raises,
+    naming the operator (Note [Values read in timing-only mode]); print(t) formats a copy on the host
+    (Note [Printing a tensor in timing-only mode] in torch_openreg/_printing.py). strict=True raises
     for every read.
     Waits for the work already queued first. OPENREG_TIMING_ONLY=1 starts the process in it;
     openreg_perf.simulate(..., execute=False) uses it for its region."""
