@@ -172,6 +172,10 @@ c10::intrusive_ptr<c10d::Work> OcclBackend::launch(Collective collective) {
     orKernelFailStream(orErrorLaunchFailure, message.c_str());
   };
   torch_openreg::launchKernel(collective.op, launched, std::move(body));
+  // In timing-only mode the body never runs, so it never tells the transport
+  // that this rank is done with the collective; it has nothing to read, so
+  // say it now, or destroy would wait for it (kLongestDestroyWaitMs).
+  if (!collective.pointToPoint && inTimingOnlyMode()) transport_->ended(name);
   ++counter;
   for (const at::Tensor& t : launched) guard.recordDataPtrOnStream(t.storage().data_ptr(), *comm_);
 

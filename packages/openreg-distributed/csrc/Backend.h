@@ -156,6 +156,7 @@ class OcclBackend : public c10d::Backend {  // not final: SeededDefects.cpp deri
     std::vector<Memory> memories;
     std::vector<at::Tensor> views;  // the inputs, then the outputs, over memories
   };
+  static bool inTimingOnlyMode();  // the runtime's Note [Timing-only mode]: no kernel runs
   bool runsOnTheHost(const Collective& collective) const;
   HostRun hostRunOf(const Collective& collective) const;
   void runOnTheHost(HostRun run);

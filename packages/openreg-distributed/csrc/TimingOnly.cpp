@@ -88,11 +88,6 @@ class HostTransport final : public Transport {
   bool allKnown_ = true;
 };
 
-bool inTimingOnlyMode() {
-  int on = 0;
-  return orGetTimingOnly(&on) == orSuccess && on != 0;
-}
-
 bool allKnown(const std::vector<at::Tensor>& tensors) {
   return std::all_of(tensors.begin(), tensors.end(),
                      [](const at::Tensor& t) { return torch_openreg::knownValues(t).has_value(); });
@@ -112,6 +107,11 @@ at::Tensor laidOutAs(const at::Tensor& hostMemory, const at::Tensor& t) {
 }
 
 }  // namespace
+
+bool OcclBackend::inTimingOnlyMode() {
+  int on = 0;
+  return orGetTimingOnly(&on) == orSuccess && on != 0;
+}
 
 bool OcclBackend::runsOnTheHost(const Collective& collective) const {
   using c10d::OpType;
