@@ -1,5 +1,6 @@
 """openreg-perf with openreg-distributed: collectives of two ranks over "occl" reach the prediction
-as one collective, and a DDP step run on two ranks is predicted again at N ranks. Two processes on
+as one collective (two groups' collectives sharing the device's links), and a DDP step run on two
+ranks is predicted again at N ranks. Two processes on
 loopback, each bounded by a timeout and always reaped."""
 
 from __future__ import annotations
@@ -52,8 +53,19 @@ with openreg_perf.simulate("h100-sxm") as run:
     y = t * 2
     dist.all_reduce(y)
     z = y.sum()
+other = dist.new_group([0, 1])  # a second group: a stream of its own on each device
+dist.all_reduce(t, group=other)
+torch.openreg.set_timing_only(True)  # 64 MiB each, long beside a launch: neither computed nor sent
+with openreg_perf.simulate("h100-sxm") as two_groups:
+    u, v = torch.empty(1 << 24, device="openreg"), torch.empty(1 << 24, device="openreg")
+    works = [dist.all_reduce(u, async_op=True), dist.all_reduce(v, group=other, async_op=True)]
+    for work in works:
+        work.wait()
+torch.openreg.set_timing_only(False)
 print(json.dumps({"value": z.item(), "kernels": [[k.name, k.category, k.seconds] for k in run.kernels],
-                  "ranks": run.ranks, "communication": run.report.communication_s}))
+                  "ranks": run.ranks, "communication": run.report.communication_s,
+                  "two groups": [[k.work.stream, k.start_s, k.end_s] for k in two_groups.timeline.items
+                                 if k.category == "collective"]}))
 dist.destroy_process_group()
 """
 
@@ -65,6 +77,11 @@ def test_a_collective_of_two_ranks_is_predicted_as_one():
         (collective,) = [k for k in result["kernels"] if k[1] == "collective"]
         assert collective[0] == "allreduce" and collective[2] > 0
         assert result["communication"] == pytest.approx(collective[2])
+        # Note [Transfers share their link]: two groups' collectives, each on its group's stream, take the
+        # device's links one after the other.
+        (first_stream, _, first_end), (second_stream, second_start, _) = sorted(result["two groups"],
+                                                                                key=lambda item: item[1])
+        assert first_stream != second_stream and second_start == pytest.approx(first_end)
 
 
 DDP_RANK = """

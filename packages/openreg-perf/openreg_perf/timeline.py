@@ -32,9 +32,10 @@ per further chunk) and takes its other launches as part of it: no time, no host 
 Note [Transfers share their link]
 A stream orders its own work, but two streams' transfers over one link do not both get the link's
 whole rate: copies from the host on two streams share the device's host link (each direction is a
-link of its own: PCIe is full duplex), and an all-gather on one stream shares the device's links to
-its peers (NVLink, or PCIe between cards) with a reduce-scatter on another (FSDP2's two streams) and
-with peer copies. The replay gives each link a lane, as it does each stream: a transfer starts once
+link of its own: PCIe is full duplex), and the collectives of two process groups (each group has a
+stream of its own, as NCCL's do: a tensor-parallel group's all-reduce beside a data-parallel group's
+reduce-scatter) share the device's links to its peers (NVLink, or PCIe between cards), and so do
+peer copies. The replay gives each link a lane, as it does each stream: a transfer starts once
 the link's previous transfer has ended, so the link carries at most its rate and the last of them
 ends when the link has moved all their bytes, as it would sharing the rate. Copies within a device
 (HBM) and every other kernel use no link.

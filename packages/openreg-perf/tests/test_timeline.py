@@ -216,7 +216,7 @@ def test_transfers_on_other_streams_share_their_link_and_other_work_does_not():
     compute = program.kernel(mm(4096), stream=6)
     items = by_correlation(replay(program.trace, H100, ranks=8))
     item = lambda work: items[work.correlation]  # noqa: E731
-    assert item(scatter).start_s == pytest.approx(item(gather).end_s)  # FSDP2's two streams: one link
+    assert item(scatter).start_s == pytest.approx(item(gather).end_s)  # two groups' streams: one link
     assert item(second_upload).start_s == pytest.approx(item(upload).end_s)
     for independent in (download, other_device, compute, upload):
         assert item(independent).start_s < item(gather).end_s
