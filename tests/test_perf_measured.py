@@ -36,6 +36,8 @@ def test_every_measured_row_is_a_case_of_the_script_that_measured_it():
             produced.add((case.workload, case.config, case.precision))
             if case.graph_row:
                 produced.add((*case.graph_row, case.precision))
+            if case.device_row:
+                produced.add((case.workload, case.config + gpu_calibration.DEVICE_ALONE, case.precision))
     assert MEASURED, "no measured CSV in tools/bench/measured"
     for path in MEASURED:
         keys = _measured_keys(path)

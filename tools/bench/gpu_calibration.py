@@ -9,13 +9,15 @@ metric, value, unit, source) plus the spread of the samples, one row per figure:
             floor when the host keeps up), the same kernels replayed from a CUDA graph, the host's round
             trip of a synchronisation, and an operator plus its synchronisation end to end
   gemm      torch.matmul in FP16, BF16, TF32 and FP32 over square, tall, wide and skinny shapes (wave
-            quantisation included: sizes just past a tile), and FP8 through torch._scaled_mm
+            quantisation included: sizes just past a tile) and 24 assorted ones, and FP8 through
+            torch._scaled_mm
   kernels   elementwise, reduction, softmax, layer norm and cast kernels from 1K to 256M elements in
             FP32 and BF16: back to back in eager mode, and replayed from a graph up to 4M elements
-            (their device time without the launch gaps)
+            (their device time without the launch gaps); softmax and layer norm over rows of 128 to 16K
   copies    host to device and back, pinned and pageable, and device to device, 4 KiB to 1 GiB
-  layers    convolutions of ResNet-50's shapes, scaled dot-product attention, embedding, cross entropy
-            and a fused AdamW step
+  layers    ResNet-50's convolutions in BF16, FP32 and TF32 (forward alone, then with the weight's or
+            the input's gradient), scaled dot-product attention, embedding, cross entropy and a fused
+            AdamW step
   steps     training steps of tools/bench/torch_ops.py's and model_zoo.py's models (launch-bound at their
             sizes) and of GPT-2 small in BF16 (compute-bound), eager
 
@@ -47,6 +49,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # torch_ops and model_zoo: plain PyTorch models
 
 SAMPLE_SECONDS = 0.010
+DEVICE_ALONE = ", host ahead"  # the config's suffix of a row timed by Timer.device_per_call
 SAMPLES = 5
 GRAPH_MAX_ELEMENTS = 1 << 22
 
@@ -85,6 +88,44 @@ class Timer:
         self.batch(fn, calls)  # warm-up at the sample's length (clocks up, caches and allocator settled)
         samples = [self.batch(fn, calls) for _ in range(SAMPLES)]
         return statistics.median(samples), samples
+
+    def device_per_call(self, fn, eager_seconds: float) -> tuple[float, list[float]]:
+        """Median device seconds per call with the host ahead of the device: a spinning kernel holds
+        the stream while the host queues the whole sample behind it, so the events around the sample
+        see the device's work alone, also where the host takes longer per call than the device (a
+        backward through autograd takes 150-300 us of host time on the H200's host). eager_seconds:
+        per_call's figure, which bounds it: a call that synchronises waits the spin out and is refused."""
+        calls = max(1, min(2000, round(SAMPLE_SECONDS / eager_seconds)))
+        host_began = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host_per_call = (time.perf_counter() - host_began) / calls
+        self.sync()
+        spin = 2 * calls * host_per_call + 2e-3
+        samples = []
+        for _ in range(SAMPLES):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(round(spin * self.cycles_per_second()))
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3 / calls)
+        if statistics.median(samples) > 1.1 * eager_seconds:
+            raise RuntimeError("slower with the host ahead than back to back: the call synchronises")
+        return statistics.median(samples), samples
+
+    def cycles_per_second(self) -> float:
+        """The rate of torch.cuda._sleep's cycles, measured once."""
+        if not hasattr(self, "_cycles_per_second"):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(10**7)
+            end.record()
+            end.synchronize()
+            self._cycles_per_second = 10**7 / (start.elapsed_time(end) / 1e3)
+        return self._cycles_per_second
 
     def graph_per_call(self, fn, kernels_per_graph: int = 100) -> tuple[float, list[float]]:
         """Median seconds per call of fn replayed from a CUDA graph of kernels_per_graph calls."""
@@ -150,6 +191,7 @@ class Case:
     precision: str
     make: Callable[[str], Callable[[], object]]
     graph_row: tuple[str, str] | None = None  # also timed replayed from a CUDA graph, as this row
+    device_row: bool = False  # also timed with the host ahead (Timer.device_per_call), config + DEVICE_ALONE
     tf32: bool | None = None  # FP32 matrix products and convolutions on TF32 units; None: PyTorch's defaults
     max_calls: int = 2000
     unit: str = "us"
@@ -176,6 +218,21 @@ GEMM_SHAPES = (
     + [(n, n, n) for n in (4000, 4224, 6144)]  # just under and past a 128 tile's wave
     + [(2048, 13312, 2048), (1024, 5120, 10240)]  # mamf-finder's best H100 / A100 shapes, M x K x N
 )
+
+
+def _assorted_shapes(count: int, seed: int = 2026) -> list[tuple[int, int, int]]:
+    """Shapes that no tile was chosen for: each dimension log-uniform from 64 to 8192, a multiple of 8
+    (as NeuSight's training split draws them), at most 2^36 multiply-adds so that FP32 stays quick."""
+    import random
+    draw, shapes = random.Random(seed), []
+    while len(shapes) < count:
+        m, k, n = (8 * round(2 ** draw.uniform(6, 13) / 8) for _ in range(3))
+        if m * k * n <= 1 << 36:
+            shapes.append((m, k, n))
+    return shapes
+
+
+ASSORTED_GEMM_SHAPES = _assorted_shapes(24)
 FP8_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (1024, 14336, 9216))
 
 
@@ -196,11 +253,9 @@ def gemm_cases() -> list[Case]:
 
     cases = []
     for precision in ("BF16", "FP16", "TF32", "FP32"):
-        square_only = precision in ("TF32", "FP32")
-        for m, k, n in GEMM_SHAPES:
-            if not square_only or m == k == n:
-                cases.append(Case("GEMM torch.matmul", f"M={m} K={k} N={n}", precision,
-                                  matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32"))
+        for m, k, n in GEMM_SHAPES + ASSORTED_GEMM_SHAPES:
+            cases.append(Case("GEMM torch.matmul", f"M={m} K={k} N={n}", precision,
+                              matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32"))
     cases += [Case("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", scaled_mm(m, k, n), cuda_only=True)
               for m, k, n in FP8_SHAPES]
     return cases
@@ -257,7 +312,25 @@ def kernel_cases() -> list[Case]:
                       half((32768, 4096), lambda x: F.layer_norm(x, (4096,)))))
     cases += [Case("gelu", f"{elements} elements, eager back to back", "FP16", half((elements,), F.gelu))
               for elements in (1024, 1 << 20, 1 << 29)]
-    return cases
+    return cases + row_kernel_cases()
+
+
+def row_kernel_cases() -> list[Case]:
+    """Softmax and LayerNorm over rows of other widths than 1024: narrow rows leave most of a block idle,
+    wide ones take a block each."""
+    def over_rows(width, elements, dtype, call):
+        def make(device):
+            rows = randn(elements // width, width, dtype=dtype, device=device)
+            return lambda: call(rows)
+        return make
+
+    calls = {"softmax": lambda rows: torch.softmax(rows, -1),
+             "layer_norm": lambda rows: F.layer_norm(rows, rows.shape[-1:])}
+    return [Case(f"kernel: {name} over rows of {width}", f"{elements} elements, eager back to back", precision,
+                 over_rows(width, elements, dtype, call))
+            for precision, dtype in (("FP32", torch.float32), ("BF16", torch.bfloat16))
+            for name, call in calls.items()
+            for width in (128, 4096, 16384) for elements in (1 << 22, 1 << 26)]
 
 
 COPY_SIZES = [1 << log2 for log2 in range(12, 31, 3)]  # 4 KiB to 1 GiB
@@ -288,23 +361,32 @@ def copy_cases() -> list[Case]:
 RESNET50_CONVOLUTIONS = (  # (channels in, channels out, kernel, stride, image side), batch 32
     (3, 64, 7, 2, 224), (64, 64, 3, 1, 56), (256, 64, 1, 1, 56), (128, 128, 3, 1, 28),
     (256, 256, 3, 1, 14), (512, 2048, 1, 1, 7),
+    # the rest of ResNet-50 v1.5's distinct convolutions (stride 2 in the 3x3 and the shortcut)
+    (64, 256, 1, 1, 56), (128, 128, 3, 2, 56), (128, 512, 1, 1, 28), (512, 128, 1, 1, 28),
+    (256, 512, 1, 2, 56), (256, 1024, 1, 1, 14), (1024, 256, 1, 1, 14), (512, 512, 3, 1, 7),
+    (2048, 512, 1, 1, 7),
 )
+CONVOLUTION_PASSES = {  # workload -> the gradients taken after the forward (weight, input)
+    "conv2d forward": (False, False), "conv2d forward + weight gradient": (True, False),
+    "conv2d forward + input gradient": (False, True),
+}
 ATTENTION_SHAPES = ((8, 16, 512, 64, False), (8, 16, 2048, 64, False), (8, 16, 2048, 128, True),
                     (1, 32, 8192, 128, True))
 
 
 def layer_cases() -> list[Case]:
-    def convolution(c_in, c_out, k, stride, side, dtype, memory_format, weight_gradient):
+    def convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradients):
         def make(device):
             image = randn(32, c_in, side, side, dtype=dtype, device=device).contiguous(memory_format=memory_format)
             weight = randn(c_out, c_in, k, k, dtype=dtype, device=device).contiguous(memory_format=memory_format)
             image.requires_grad_(c_in != 3)
             weight.requires_grad_()
             forward = lambda: F.conv2d(image, weight, stride=stride, padding=k // 2)  # noqa: E731
-            if not weight_gradient:
+            wrt = [t for t, wanted in zip((weight, image), gradients, strict=True) if wanted]
+            if not wrt:
                 return forward
             grad = torch.randn_like(forward())
-            return lambda: torch.autograd.grad(forward(), (weight,), grad)
+            return lambda: torch.autograd.grad(forward(), wrt, grad)
         return make
 
     def attention(batch, heads, sequence, dim, causal, backward):
@@ -336,13 +418,17 @@ def layer_cases() -> list[Case]:
         return make
 
     cases = []
+    # TF32: FP32 tensors with cuDNN's TF32 on, PyTorch's default for convolutions.
     for precision, dtype, memory_format in (("BF16", torch.bfloat16, torch.channels_last),
-                                            ("FP32", torch.float32, torch.contiguous_format)):
+                                            ("FP32", torch.float32, torch.contiguous_format),
+                                            ("TF32", torch.float32, torch.contiguous_format)):
         for c_in, c_out, k, stride, side in RESNET50_CONVOLUTIONS:
             config = f"N=32 C={c_in} K={c_out} R=S={k} stride={stride} H=W={side}"
-            for name, gradient in (("conv2d forward", False), ("conv2d forward + weight gradient", True)):
-                cases.append(Case(name, config, precision, tf32=False,
-                                  make=convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradient)))
+            for name, gradients in CONVOLUTION_PASSES.items():
+                if c_in == 3 and gradients[1]:
+                    continue  # nothing takes the gradient of the images
+                cases.append(Case(name, config, precision, tf32=precision == "TF32", device_row=True,
+                                  make=convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradients)))
     for batch, heads, sequence, dim, causal in ATTENTION_SHAPES:
         config = f"B={batch} H={heads} S={sequence} D={dim} causal={causal}"
         for name, backward in (("scaled_dot_product_attention forward", False),
@@ -393,12 +479,12 @@ def step_cases() -> list[Case]:
         return step
 
     cases = [Case(f"training step: tools/bench/torch_ops.py {name}", "SGD, eager", "FP32", small_model(*model),
-                  max_calls=200) for name, model in torch_ops.MODELS.items()]
+                  max_calls=200, device_row=True) for name, model in torch_ops.MODELS.items()]
     cases += [Case(f"training step: tools/bench/model_zoo.py {name}", "AdamW, eager", "FP32", zoo_model(builder),
-                   max_calls=200) for name, builder in model_zoo.MODELS.items()]
+                   max_calls=200, device_row=True) for name, builder in model_zoo.MODELS.items()]
     cases.append(Case("training step: GPT-2 small (transformers GPT2Config())",
                       "batch 8 x 512 tokens, autocast, fused AdamW", "BF16 autocast", gpt2_small, max_calls=50,
-                      unit="ms"))
+                      unit="ms", device_row=True))
     return cases
 
 
@@ -442,11 +528,18 @@ def measure(cases: list[Case], rows: Rows, timer: Timer) -> None:
         try:
             with tf32(case.tf32):
                 fn = case.make(timer.device)
-                seconds, samples = timer.per_call(fn, case.max_calls)
-                rows.add(case.workload, case.config, case.precision, seconds, samples, unit=case.unit)
+                eager, samples = timer.per_call(fn, case.max_calls)
+                rows.add(case.workload, case.config, case.precision, eager, samples, unit=case.unit)
                 if case.graph_row and timer.cuda:
                     seconds, samples = timer.graph_per_call(fn)
                     rows.add(*case.graph_row, case.precision, seconds, samples, unit=case.unit)
+                if case.device_row and timer.cuda:
+                    try:
+                        seconds, samples = timer.device_per_call(fn, eager)
+                        rows.add(case.workload, case.config + DEVICE_ALONE, case.precision, seconds, samples,
+                                 unit=case.unit)
+                    except Exception as error:  # noqa: BLE001 - keep the eager row and the other cases
+                        rows.note(f"{case.workload} | {case.config}{DEVICE_ALONE} not run: {error}"[:300])
         except ImportError as error:
             rows.note(f"{case.workload} | {case.config} not run: {error}")
         del fn

@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """Check openreg-perf against a GPU this project measured itself, a device the model was never fitted to.
 
-tools/bench/measured/ holds the CSVs that tools/bench/gpu_calibration.py wrote on a real GPU (the date
-and the device are in each file's name and header). Every measured case is rebuilt from that script's
-own case list (gpu_calibration.CASES), run on openreg under openreg_perf.simulate(PROFILE, host="launches")
-(in timing-only mode, execute=False, except copies to the host), and its predicted time per call set
-beside the measurement (the mean of the runs in the folder). host="launches" is the device's view:
-a host that does nothing but launch, as a GPU measured with events back to back sees it when its host
-keeps up. Rows measured from a CUDA graph's replay are compared with the predicted kernel time alone
-(a graph has no launch gaps). Host round trips (host: ...) are the host's, not the model's, and FP8
-rows need torch._scaled_mm, which openreg does not run: both are listed as not predicted.
+tools/bench/measured/ holds the CSVs that tools/bench/gpu_calibration.py wrote on real GPUs (the date
+and the device are in each file's name and header); the rows of the profile's chip are compared. Every
+measured case is rebuilt from that script's own case list (gpu_calibration.CASES), run on openreg under
+openreg_perf.simulate(PROFILE, host="launches") (in timing-only mode, execute=False, except copies to the
+host), and its predicted time per call set beside the measurement (the mean of the runs in the folder).
+host="launches" is the device's view: a host that does nothing but launch, as a GPU measured with events
+back to back sees it when its host keeps up. Rows measured from a CUDA graph's replay are compared with
+the predicted kernel time alone (a graph has no launch gaps); rows measured with the host ahead of the
+device (", host ahead": a spinning kernel holds the stream while the host queues a sample) with the
+prediction per call. Host round trips (host: ...) are the host's, not the model's, and FP8 rows need
+torch._scaled_mm, which openreg does not run: both are listed as not predicted.
 
 Prints one line per row (measured, predicted, ratio) with --rows, and always the mean absolute
 percentage error per class: a row is "launch-bound" if it was measured under 20 us, else it takes its
-family's class (GEMM, kernels, copies, layers, training steps). Four figures of the bundled h100-sxm
-profile were read off these measurements (launch overhead, kernel floor, a copy's latency, the pageable
-rate); nothing was fitted to them: a class's error is what a user of the profile gets on that device.
+family's class (GEMM, kernels, copies, layers, training steps). A few figures of the bundled profiles
+were read off these measurements (launch overhead, kernel floor, a copy's latency, the pageable rate),
+and perf_model.py's fit takes their kernel rows among its calibration rows: for the kernels these
+figures are in-sample, and perf_model.py's held-out table is the accuracy; the training steps were
+fitted to nothing.
 
     .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--match TEXT] [--measured DIR]
 """
@@ -33,12 +37,17 @@ LAUNCH_BOUND_SECONDS = 20e-6
 UNITS = {"us": 1e-6, "ms": 1e-3}
 
 
-def measured_rows(folder: Path) -> dict[tuple[str, str, str], list[float]]:
-    """(workload, config, precision) -> the seconds each run measured, over every CSV in folder."""
+def measured_rows(folder: Path, profile: str) -> dict[tuple[str, str, str], list[float]]:
+    """(workload, config, precision) -> the seconds each run measured on the profile's chip, over every
+    CSV in folder (the folder holds runs on several GPUs)."""
+    from openreg_perf.published import chip_of
+
     rows: dict[tuple[str, str, str], list[float]] = {}
     for path in sorted(folder.glob("*.csv")):
         with open(path, newline="") as file:
             for row in csv.DictReader(line for line in file if not line.startswith("#")):
+                if chip_of(row["hardware"]) != profile:
+                    continue
                 key = (row["workload"], row["config"], row["precision"])
                 rows.setdefault(key, []).append(float(row["value"]) * UNITS[row["unit"]])
     return rows
@@ -91,14 +100,14 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     import gpu_calibration
 
-    measured = measured_rows(args.measured)
+    measured = measured_rows(args.measured, args.profile)
+    if not measured:
+        sys.exit(f"no row of {args.measured} was measured on {args.profile}'s chip")
     errors: dict[str, list[float]] = {}
     not_predicted: list[str] = []
     for make_cases in gpu_calibration.CASES.values():
         for case in make_cases():
             rows = [(case.workload, case.config, case.precision)]
-            if case.graph_row:
-                rows.append((*case.graph_row, case.precision))
             if rows[0] not in measured or args.match not in " | ".join(rows[0]):
                 continue
             if case.cuda_only:
@@ -109,7 +118,14 @@ def main() -> None:
             except Exception as error:  # noqa: BLE001 - report the row and go on with the others
                 not_predicted.append(f"{case.workload} | {case.config}: {type(error).__name__}: {error}"[:200])
                 continue
-            for key, predicted in zip(rows, (per_call, kernels), strict=False):
+            predictions = {rows[0]: per_call}
+            if case.graph_row:
+                predictions[(*case.graph_row, case.precision)] = kernels
+            if case.device_row:  # timed with the host ahead: the device's view, as host="launches" predicts
+                predictions[(case.workload, case.config + gpu_calibration.DEVICE_ALONE, case.precision)] = per_call
+            for key, predicted in predictions.items():
+                if key not in measured:
+                    continue
                 seconds = statistics.mean(measured[key])
                 errors.setdefault(row_class(key[0], seconds), []).append(abs(predicted - seconds) / seconds)
                 if args.rows:

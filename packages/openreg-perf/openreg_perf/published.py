@@ -52,6 +52,7 @@ from .profile import Collectives, Efficiency, Profile, list_profiles, load_profi
 
 LAUNCH_BOUND_SECONDS = 20e-6
 HOST_BOUND_FACTOR = 1.5
+DEVICE_ALONE = ", host ahead"  # gpu_calibration.py's config suffix of a row timed with the host ahead of the device
 NVBANDWIDTH_BYTES = 512 * 2**20  # nvbandwidth's default buffer size
 # The classes of the accuracy tables (perf_model.py), and which profile provenance entry each informs.
 ERROR_CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "elementwise", "norm", "collectives", "links", "launch")
@@ -128,7 +129,7 @@ def cases_of(rows: Iterable[dict]) -> tuple[list[Case], list[str]]:
 
 
 def _label(row: dict) -> str:
-    return f"{row['workload']} | {row['config']} | {row['hardware']}"
+    return f"{row['workload']} | {row['config']} | {row['precision']} | {row['hardware']}"
 
 
 def _case(row: dict, device: str) -> Case:
@@ -165,15 +166,15 @@ def priced_case(label: str, device: str, harness: str | None, published: float, 
     """A kernel row (or a row timing a few kernels one after the other: a tuple of costs): each cost
     predicted in its own precision, or in dtype ("tf32" for an FP32 product)."""
     costs = cost if isinstance(cost, tuple) else (cost,)
-    error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(costs[0])
+    error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(costs[0], dtype)
     return Case(label, device, error_class, harness, published,
                 lambda profile: sum(kernel_seconds(one, dtype, profile).seconds for one in costs),
                 lambda profile: sum(roofline_seconds(one, dtype, profile) for one in costs))
 
 
-def _kernel_class(cost: Cost) -> str:
-    if cost.kind == "matmul":
-        return "gemm_fp32" if cost.precision in ("fp32", "fp64") else "gemm_tensor"
+def _kernel_class(cost: Cost, dtype: str | None = None) -> str:
+    if cost.kind == "matmul":  # TF32 products run on the matrix units, as 16- and 8-bit ones do
+        return "gemm_fp32" if cost.precision in ("fp32", "fp64") and dtype != "tf32" else "gemm_tensor"
     if cost.kind in ("conv", "norm"):
         return cost.kind
     return "elementwise"
@@ -256,32 +257,40 @@ _MEASURED_DTYPES = {"FP32": "float", "BF16": "c10::BFloat16", "FP16": "c10::Half
 
 
 def measured_cases(rows: list[dict]) -> list[Case]:
-    """Cases of tools/bench/measured's CSVs (gpu_calibration.py on a GPU this project borrowed): matrix
+    """Cases of tools/bench/measured's CSVs (gpu_calibration.py on GPUs this project borrowed): matrix
     products in each precision (TF32: FP32 tensors on TF32 units), ResNet-50's convolutions (forward,
-    and forward then weight gradient; BF16 channels-last, FP32 without TF32), and elementwise,
-    reduction, softmax and LayerNorm kernels of N elements. Rows of several runs are averaged. A kernel
-    "graph replay" is timed without the host; other rows near their rig's floor (the fastest row of
-    their workload) measure the host, as NeuSight's (class "launch", not fitted): the BF16
-    convolutions, whose host takes about 28 us per call, are."""
+    and forward then the weight's or the input's gradient; BF16 channels-last, FP32 and TF32), and
+    elementwise, reduction, softmax and LayerNorm kernels of N elements. Rows of several runs are
+    averaged. A kernel "graph replay", and a row timed with the host ahead of the device (DEVICE_ALONE),
+    is timed without the host; a row timed so too, and other rows near their rig's floor (the fastest
+    row of their workload), measure the host, as NeuSight's (class "launch", not fitted): the BF16
+    convolutions, whose host takes about 28 us per call, and backward passes through autograd (150-300
+    us of the H200 host's time per call), are."""
     grouped: dict[tuple, list[dict]] = {}
     for row in rows:
         if _measured_cost(row) is not None and row["metric"] == "device time" and chip_of(row["hardware"]):
             grouped.setdefault((row["workload"], row["config"], row["precision"], row["hardware"]), []).append(row)
     floors: dict[tuple, float] = {}
     for (workload, config, _, hardware), same in grouped.items():
-        if "graph replay" not in config:
+        if not _device_alone(config):
             key = (workload.split(":")[0], hardware)
             floors[key] = min(floors.get(key, math.inf), _seconds_of(same))
     cases = []
-    for (workload, config, _, hardware), same in grouped.items():
+    for (workload, config, precision, hardware), same in grouped.items():
         published = _seconds_of(same)
-        floor = 0.0 if "graph replay" in config else floors[(workload.split(":")[0], hardware)]
+        floor = 0.0 if _device_alone(config) else floors[(workload.split(":")[0], hardware)]
         cost, dtype = _measured_cost(same[0])
         case = priced_case(_label(same[0]), chip_of(hardware), None, published, cost, dtype)
-        host_bound = published < HOST_BOUND_FACTOR * floor
+        timed_alone_too = (workload, config + DEVICE_ALONE, precision, hardware) in grouped
+        host_bound = published < HOST_BOUND_FACTOR * floor or timed_alone_too
         cases.append(replace(case, floor_seconds=floor, host_bound=host_bound,
                              error_class="launch" if host_bound else case.error_class))
     return cases
+
+
+def _device_alone(config: str) -> bool:
+    """A row timed without the host: replayed from a CUDA graph, or with the host ahead of the device."""
+    return "graph replay" in config or config.endswith(DEVICE_ALONE)
 
 
 def _seconds_of(rows: list[dict]) -> float:
@@ -295,23 +304,31 @@ def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
     if row["workload"] in ("GEMM torch.matmul", "GEMM torch._scaled_mm"):
         call = _mm(row["config"], "M=(\\d+) K=(\\d+) N=(\\d+)", "MKN", dtype)
         return cost_of(call), "tf32" if row["precision"] == "TF32" else None
-    if row["workload"] in ("conv2d forward", "conv2d forward + weight gradient"):
-        return _measured_convolution(row["config"], dtype, "weight gradient" in row["workload"]), None
+    if row["workload"] in _CONVOLUTION_GRADIENTS:
+        gradients = _CONVOLUTION_GRADIENTS[row["workload"]]
+        return _measured_convolution(row["config"], dtype, gradients), "tf32" if row["precision"] == "TF32" else None
     elements = re.match(r"(\d+) elements", row["config"])
     if elements is None:
         return None
     n = int(elements.group(1))
     if row["workload"] in _MEASURED_KERNELS:
         return cost_of(_MEASURED_KERNELS[row["workload"]](n, dtype)), None
-    if row["workload"] in ("kernel: softmax over rows of 1024", "kernel: layer_norm over rows of 1024"):
-        kind = "softmax" if "softmax" in row["workload"] else "ln"
-        return _row_op_cost(kind, [n // 1024, 1024], dtype), None
+    over_rows = re.fullmatch(r"kernel: (softmax|layer_norm) over rows of (\d+)", row["workload"])
+    if over_rows:
+        kind, width = over_rows.group(1), int(over_rows.group(2))
+        return _row_op_cost("softmax" if kind == "softmax" else "ln", [n // width, width], dtype), None
     return None
 
 
-def _measured_convolution(config: str, dtype: str, weight_gradient: bool) -> tuple[Cost, ...]:
+# gpu_calibration.py's convolution workloads -> the gradients taken after the forward: (input, weight)
+_CONVOLUTION_GRADIENTS = {"conv2d forward": None, "conv2d forward + weight gradient": (False, True),
+                          "conv2d forward + input gradient": (True, False)}
+
+
+def _measured_convolution(config: str, dtype: str, gradients: tuple[bool, bool] | None) -> tuple[Cost, ...]:
     """gpu_calibration.py's F.conv2d(image, weight, stride, padding=k // 2) of "N=32 C=64 K=64 R=S=3
-    stride=1 H=W=56", and torch.autograd.grad of its output with respect to the weight alone."""
+    stride=1 H=W=56", then (unless gradients is None) torch.autograd.grad of its output with respect to
+    the input or the weight: one convolution_backward with that output mask."""
     n, c, k, r, stride, side = (int(v) for v in re.match(
         r"N=(\d+) C=(\d+) K=(\d+) R=S=(\d+) stride=(\d+) H=W=(\d+)", config).groups())
     shapes = [[n, c, side, side], [k, c, r, r]]
@@ -319,12 +336,12 @@ def _measured_convolution(config: str, dtype: str, weight_gradient: bool) -> tup
     lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
     forward = cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
                              [None, None, None] + geometry))
-    if not weight_gradient:
+    if gradients is None:
         return (forward,)
     out = (side + 2 * (r // 2) - r) // stride + 1
     backward = cost_of(OpCall("aten::convolution_backward", [[n, k, out, out]] + shapes + [[]] * 8,
                               [dtype, dtype, dtype, "ScalarList"] + lists + ["ScalarList"],
-                              [None, None, None, None] + geometry + [[False, True, False]]))
+                              [None, None, None, None] + geometry + [[*gradients, False]]))
     return forward, backward
 
 
