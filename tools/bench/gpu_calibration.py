@@ -255,7 +255,7 @@ def gemm_cases() -> list[Case]:
     for precision in ("BF16", "FP16", "TF32", "FP32"):
         for m, k, n in GEMM_SHAPES + ASSORTED_GEMM_SHAPES:
             cases.append(Case("GEMM torch.matmul", f"M={m} K={k} N={n}", precision,
-                              matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32"))
+                              matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32", device_row=True))
     cases += [Case("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", scaled_mm(m, k, n), cuda_only=True)
               for m, k, n in FP8_SHAPES]
     return cases

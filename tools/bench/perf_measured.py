@@ -8,9 +8,8 @@ openreg_perf.simulate(PROFILE, host="launches") (in timing-only mode, execute=Fa
 host), and its predicted time per call set beside the measurement (the mean of the runs in the folder).
 host="launches" is the device's view: a host that does nothing but launch, as a GPU measured with events
 back to back sees it when its host keeps up. Rows measured from a CUDA graph's replay are compared with
-the predicted kernel time alone (a graph has no launch gaps); rows measured with the host ahead of the
-device (", host ahead": a spinning kernel holds the stream while the host queues a sample) with the
-prediction per call. Host round trips (host: ...) are the host's, not the model's, and FP8 rows need
+the predicted kernel time alone (a graph has no launch gaps), and so are rows measured with the host
+ahead of the device (", host ahead": a spinning kernel holds the stream while the host queues a sample). Host round trips (host: ...) are the host's, not the model's, and FP8 rows need
 torch._scaled_mm, which openreg does not run: both are listed as not predicted.
 
 Prints one line per row (measured, predicted, ratio) with --rows, and always the mean absolute
@@ -121,8 +120,8 @@ def main() -> None:
             predictions = {rows[0]: per_call}
             if case.graph_row:
                 predictions[(*case.graph_row, case.precision)] = kernels
-            if case.device_row:  # timed with the host ahead: the device's view, as host="launches" predicts
-                predictions[(case.workload, case.config + gpu_calibration.DEVICE_ALONE, case.precision)] = per_call
+            if case.device_row:  # timed with the host ahead: the device's work without launch gaps
+                predictions[(case.workload, case.config + gpu_calibration.DEVICE_ALONE, case.precision)] = kernels
             for key, predicted in predictions.items():
                 if key not in measured:
                     continue
