@@ -5,10 +5,12 @@ Fits the parameters to the cases of published rows (published.py) by coordinate 
 report: tools/bench/perf_model.py prints the tables.
 
 Note [Which parameters a device gets]
-  Levels (LEVEL_PARAMETERS: the fractions and factors of each kernel class) are fitted per device, to
-  that device's own rows. Shapes (half depth, setups, tile overhead, memory half bytes, rows per unit,
-  step latencies, the low-latency protocol, in-switch reduction) are one device-independent value
-  fitted to all rows. A device without rows of a class gets the median of the per-device levels of the
+  Levels (LEVEL_PARAMETERS: the fractions and factors of each kernel class, and the fixed cost of an
+  FP32 library kernel, which is a generation's: the H200's small FP32 products timed with the host
+  ahead want about 3 us, NeuSight's Pascal, Turing and Volta rows 20) are fitted per device, to that
+  device's own rows. Shapes (half depth, the matrix units' setup, tile overhead, memory half bytes, rows
+  per unit, step latencies, the low-latency protocol, in-switch reduction) are one device-independent
+  value fitted to all rows. A device without rows of a class gets the median of the per-device levels of the
   chips of its architecture where the fit has some (one generation runs the same library kernels on
   the same units: CDNA 3's matrix units reach a smaller share of their datasheet peak than Hopper's,
   MI300X 44 % and MI325X 53 % against 75-80 %), drawn towards the median of every device (_shrunk),
@@ -33,7 +35,7 @@ LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_frac
                     "conv_forward_factor", "conv_winograd_factor", "conv_matrix_forward_factor",
                     "conv_weight_grad_factor", "vector_fraction", "elementwise_memory_fraction",
                     "reduction_memory_fraction", "norm_memory_fraction", "softmax_memory_fraction", "copy_fraction",
-                    "simple_fraction")
+                    "simple_fraction", "matrix_setup_s")
 
 
 @dataclass(frozen=True)
