@@ -42,9 +42,10 @@ def test_every_measured_row_is_a_case_of_the_script_that_measured_it():
     for path in MEASURED:
         keys = _measured_keys(path)
         host_rows = {key for key in keys if key[0].startswith("host:")}
-        assert len(host_rows) == 4
+        assert len(host_rows) == 4  # every run times the launch section, the host round trips with it
         assert keys - host_rows <= produced, f"{path.name}: rows no case makes"
-        assert len(keys - host_rows) > 500
+        if "_run" in path.name:  # a whole run; others time a few sections (--sections)
+            assert len(keys - host_rows) > 500
 
 
 # (row, largest |predicted / measured - 1| allowed): about twice what it was when the profile was fitted.

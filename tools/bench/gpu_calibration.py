@@ -206,8 +206,9 @@ def launch_cases() -> list[Case]:
         return make
 
     return [Case("launch: one-element add, back to back", "eager, out=, events around 1 sample", "FP32", add(False),
-                 graph_row=("launch: one-element add, graph replay", "100 kernels per graph")),
-            Case("launch: one-element add, back to back", "eager, allocating its output", "FP32", add(True))]
+                 graph_row=("launch: one-element add, graph replay", "100 kernels per graph"), device_row=True),
+            Case("launch: one-element add, back to back", "eager, allocating its output", "FP32", add(True),
+                 device_row=True)]
 
 
 GEMM_SHAPES = (

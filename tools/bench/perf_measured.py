@@ -8,11 +8,11 @@ openreg_perf.simulate(PROFILE, host="launches") (in timing-only mode, execute=Fa
 host), and its predicted time per call set beside the measurement (the mean of the runs in the folder;
 of rows timed with the host ahead, the fastest). host="launches" is the device's view: a host that does
 nothing but launch, as a GPU measured with events back to back sees it when its host keeps up. Rows
-measured from a CUDA graph's replay are compared with the predicted kernel time alone (a graph has no
-launch gaps), and so are rows measured with the host ahead of the device (", host ahead": a spinning
-kernel holds the stream while the host queues a sample). Host round trips (host: ...) are the host's,
-not the model's, and FP8 rows need torch._scaled_mm, which openreg does not run: both are listed as not
-predicted.
+measured from a CUDA graph's replay are compared with the predicted kernel time alone, each kernel at the
+chip's graph floor (a graph has no launch gaps), and so are rows measured with the host ahead of the
+device (", host ahead": a spinning kernel holds the stream while the host queues a sample), at the
+stream's floor. Host round trips (host: ...) are the host's, not the model's, and FP8 rows need
+torch._scaled_mm, which openreg does not run: both are listed as not predicted.
 
 Prints one line per row (measured, predicted, ratio) with --rows, and always the mean absolute
 percentage error per class: a row is "launch-bound" if it was measured under 20 us, else it takes its
@@ -29,6 +29,7 @@ import argparse
 import csv
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import openreg_perf
@@ -64,13 +65,14 @@ def row_class(workload: str, seconds: float) -> str:
     return "layers"
 
 
-def predict(case, profile: str, calls: int = 10) -> tuple[float, float]:
-    """Predicted (seconds per call back to back, kernel seconds per call) of a gpu_calibration case:
-    in timing-only mode, except a copy to the host, which needs values and is executed."""
+def predict(case, profile: str, calls: int = 10) -> tuple[float, float, float]:
+    """Predicted (seconds per call back to back, kernel seconds per call, kernel seconds per call
+    replayed from a CUDA graph) of a gpu_calibration case: in timing-only mode, except a copy to the
+    host, which needs values and is executed."""
     return _predict(case, profile, calls, execute=case.workload.startswith("copy: device to host"))
 
 
-def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, float]:
+def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, float, float]:
     import gpu_calibration
     import torch
 
@@ -86,8 +88,10 @@ def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, floa
     finally:
         torch.openreg.set_timing_only(False)
         torch.openreg.empty_cache()
-    kernel_seconds = sum(kernel.seconds for kernel in run.kernels)
-    return run.total_time_s / calls, kernel_seconds / calls
+    chip = run.profile.chip  # a graph's kernels start at its floor, not the stream's
+    graph = run.predicted_again(profile=replace(run.profile, chip=replace(chip, kernel_floor_s=chip.graph_floor_s)))
+    return (run.total_time_s / calls, sum(kernel.seconds for kernel in run.kernels) / calls,
+            sum(kernel.seconds for kernel in graph.kernels) / calls)
 
 
 def main() -> None:
@@ -115,13 +119,13 @@ def main() -> None:
                 not_predicted.append(f"{case.workload} | {case.config}: openreg does not run it")
                 continue
             try:
-                per_call, kernels = predict(case, args.profile)
+                per_call, kernels, replayed = predict(case, args.profile)
             except Exception as error:  # noqa: BLE001 - report the row and go on with the others
                 not_predicted.append(f"{case.workload} | {case.config}: {type(error).__name__}: {error}"[:200])
                 continue
             predictions = {rows[0]: per_call}
             if case.graph_row:
-                predictions[(*case.graph_row, case.precision)] = kernels
+                predictions[(*case.graph_row, case.precision)] = replayed
             if case.device_row:  # timed with the host ahead: the device's work without launch gaps
                 predictions[(case.workload, case.config + gpu_calibration.DEVICE_ALONE, case.precision)] = kernels
             for key, predicted in predictions.items():

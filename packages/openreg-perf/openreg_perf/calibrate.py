@@ -198,6 +198,7 @@ gemm_8bit_fraction = 1.0
 conv_forward_factor = 1.0
 conv_winograd_factor = 1.0
 conv_matrix_forward_factor = 1.0
+conv_tf32_factor = 1.0
 conv_input_grad_factor = 1.0
 conv_weight_grad_factor = 1.0
 attention_forward_factor = 1.0

@@ -6,8 +6,10 @@ size, a sustained clock below the boost clock, and alpha-beta collectives per al
 Not a scheduler (timeline.py overlaps streams and hosts) and not a fitter (fit.py chooses the efficiencies).
 
 Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* its [collectives]):
-  kernel    t = floor + max(t_compute, t_memory)      (floor: chip.kernel_floor_s, the device's own time
-                                                    per kernel; the host's per launch is the replay's)
+  kernel    t = max(floor, own + max(t_compute, t_memory))   (own: chip.graph_kernel_floor_s, a kernel's own
+            time beyond its work, as a CUDA graph's replay shows it; floor: chip.kernel_floor_s, the shortest
+            time a kernel queued on a stream occupies it, which the front end's preparation of each launch
+            sets and hides behind a longer kernel; the host's time per launch is the replay's)
   sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen]
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
@@ -145,8 +147,8 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
         memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile))
-    floor = profile.chip.kernel_floor_s
-    seconds = floor + max(compute, memory)
+    floor = profile.chip.graph_floor_s
+    seconds = max(profile.chip.kernel_floor_s, floor + max(compute, memory))
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
@@ -252,12 +254,13 @@ def _forward_convolution(cost: Cost) -> bool:
 
 
 def _kind_factor(cost: Cost, profile: Profile, precision: str) -> float:
+    tf32 = profile.efficiency.conv_tf32_factor if cost.kind == "conv" and precision == "tf32" else 1.0
     if _forward_convolution(cost) and _on_matrix_units(precision):
-        return profile.efficiency.conv_matrix_forward_factor  # an implicit GEMM: Winograd is FP32's
+        return profile.efficiency.conv_matrix_forward_factor * tf32  # an implicit GEMM: Winograd is FP32's
     names = KIND_FACTORS.get((cost.kind, cost.role), ())
     if not names:
         return 1.0
-    return sum(getattr(profile.efficiency, name) for name in names) / len(names)
+    return sum(getattr(profile.efficiency, name) for name in names) / len(names) * tf32
 
 
 def _vector_seconds(cost: Cost, profile: Profile) -> float:

@@ -55,7 +55,12 @@ class Chip:
     clock_hz: float  # the (boost) clock the peak rates are quoted at
     sustained_clock_hz: float  # the clock it holds under sustained full load (power or thermal limit)
     l2_bytes: float
-    kernel_floor_s: float  # shortest time one kernel occupies its stream (a CUDA graph's replay shows it)
+    kernel_floor_s: float  # shortest time one kernel occupies its stream when queued there, as eager launches are
+    graph_kernel_floor_s: float | None = None  # ... replayed from a CUDA graph (shorter); None: kernel_floor_s
+
+    @property
+    def graph_floor_s(self) -> float:
+        return self.kernel_floor_s if self.graph_kernel_floor_s is None else self.graph_kernel_floor_s
 
     @property
     def sustained_fraction(self) -> float:
@@ -124,6 +129,8 @@ class Efficiency:
     #                              run as Winograd] in costs/products.py): it multiplies less than the product
     conv_matrix_forward_factor: float  # a forward convolution on the matrix units (TF32, BF16, FP16): the
     #                                    library's implicit GEMM, relative to a GEMM of its precision
+    conv_tf32_factor: float  # every pass of a TF32 convolution, on top of its pass's factor: cuDNN's TF32
+    #                          kernels reach less of the TF32 rate than its BF16 ones of the BF16 rate
     conv_input_grad_factor: float  # its gradient with respect to the input
     conv_weight_grad_factor: float  # its gradient with respect to the weight
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision

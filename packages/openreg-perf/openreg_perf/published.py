@@ -162,13 +162,19 @@ def _kernel_case(row, device, harness, call: OpCall) -> Case:
 
 
 def priced_case(label: str, device: str, harness: str | None, published: float, cost: Cost | tuple[Cost, ...],
-                dtype: str | None = None) -> Case:
+                dtype: str | None = None, graph: bool = False) -> Case:
     """A kernel row (or a row timing a few kernels one after the other: a tuple of costs): each cost
-    predicted in its own precision, or in dtype ("tf32" for an FP32 product)."""
+    predicted in its own precision, or in dtype ("tf32" for an FP32 product); graph: replayed from a
+    CUDA graph, at the chip's graph floor."""
     costs = cost if isinstance(cost, tuple) else (cost,)
     error_class = "launch" if published < LAUNCH_BOUND_SECONDS else _kernel_class(costs[0], dtype)
-    return Case(label, device, error_class, harness, published,
-                lambda profile: sum(kernel_seconds(one, dtype, profile).seconds for one in costs),
+
+    def predict(profile: Profile) -> float:
+        if graph:
+            profile = replace(profile, chip=replace(profile.chip, kernel_floor_s=profile.chip.graph_floor_s))
+        return sum(kernel_seconds(one, dtype, profile).seconds for one in costs)
+
+    return Case(label, device, error_class, harness, published, predict,
                 lambda profile: sum(roofline_seconds(one, dtype, profile) for one in costs))
 
 
@@ -280,7 +286,8 @@ def measured_cases(rows: list[dict]) -> list[Case]:
         published = _seconds_of(same, fastest=_device_alone(config))
         floor = 0.0 if _device_alone(config) else floors[(workload.split(":")[0], hardware)]
         cost, dtype = _measured_cost(same[0])
-        case = priced_case(_label(same[0]), chip_of(hardware), None, published, cost, dtype)
+        case = priced_case(_label(same[0]), chip_of(hardware), None, published, cost, dtype,
+                           graph="graph replay" in config)
         timed_alone_too = (workload, config + DEVICE_ALONE, precision, hardware) in grouped
         host_bound = published < HOST_BOUND_FACTOR * floor or timed_alone_too
         cases.append(replace(case, floor_seconds=floor, host_bound=host_bound,

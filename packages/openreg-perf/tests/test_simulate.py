@@ -303,7 +303,7 @@ def test_a_compiled_region_is_priced_by_inductors_fused_kernels():
     """torch.compile fuses gelu(x * 2 + 1) into one kernel that reads x and writes the result once:
     the prediction prices that kernel (torch-openreg describes each launch with its buffers), not the
     three eager operators, and not a bare kernel floor."""
-    x = torch.randn(1 << 20, device="openreg")
+    x = torch.randn(1 << 22, device="openreg")  # 32 MiB moved: well above a kernel floor
     compiled = torch.compile(lambda t: torch.nn.functional.gelu(t * 2 + 1))
     compiled(x)
     with openreg_perf.simulate("h100-sxm", host="launches") as run:
