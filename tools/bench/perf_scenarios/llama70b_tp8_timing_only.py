@@ -12,8 +12,9 @@ micro-batches of one sequence, with 1F1B and interleaved 1F1B (2 chunks of 5 lay
 one layer's forward and backward predicted once (predict_stage). Run by tools/bench/perf_model.py."""
 
 import json
-import resource
 import time
+
+from host_memory import peak_host_bytes
 
 began = time.perf_counter()
 import openreg_perf  # noqa: E402
@@ -161,7 +162,7 @@ for schedule, chunks in (("1f1b", 1), ("interleaved-1f1b", 2)):
 split = run.memory[0]
 print(json.dumps({
     "parameters_per_rank": parameters, "host_seconds": ended - began, "region_host_seconds": ended - region_began,
-    "host_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "host_peak_bytes": peak_host_bytes(),
     "predicted_seconds": run.total_time_s, "device_busy_seconds": run.report.busy_s[0],
     "exposed_communication_seconds": run.report.exposed_communication_s, "flops": run.report.flops,
     "peak_device_bytes": run.peak_memory_bytes[0], "capacity_bytes": run.profile.memory.capacity_bytes,

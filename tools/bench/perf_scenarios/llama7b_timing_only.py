@@ -4,8 +4,9 @@ JSON: the host's time and peak memory for the whole program and for the region, 
 Run by tools/bench/perf_model.py."""
 
 import json
-import resource
 import time
+
+from host_memory import peak_host_bytes
 
 began = time.perf_counter()
 import openreg_perf  # noqa: E402
@@ -28,7 +29,7 @@ split = run.memory[0]
 print(json.dumps({
     "parameters": sum(p.numel() for p in model.parameters()),
     "host_seconds": ended - began, "region_host_seconds": ended - region_began,
-    "host_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "host_peak_bytes": peak_host_bytes(),
     "predicted_seconds": run.total_time_s, "device_busy_seconds": run.report.busy_s[0],
     "model_flop_utilisation": run.report.model_flop_utilisation, "flops": run.report.flops,
     "peak_device_bytes": run.peak_memory_bytes[0], "reserved_device_bytes": split.peak_reserved,
