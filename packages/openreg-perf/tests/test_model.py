@@ -46,6 +46,41 @@ def test_a_tiny_kernel_is_latency_bound():
     assert roofline_seconds(add(16), None, H100) < prediction.seconds / 100
 
 
+def test_a_queued_kernel_occupies_its_stream_for_the_floor_and_a_long_one_hides_it():
+    """kernel_floor_s bounds a kernel queued on a stream from below (2.9 us on an H200); beyond it a
+    kernel takes its own graph floor plus its work, as replayed from a CUDA graph."""
+    chip = H100.chip
+    assert chip.graph_floor_s < chip.kernel_floor_s
+    assert kernel_seconds(add(16), None, H100).seconds == chip.kernel_floor_s
+    long = add(1 << 26)
+    replayed = replace(H100, chip=replace(chip, kernel_floor_s=chip.graph_floor_s))
+    assert kernel_seconds(long, None, H100).seconds == kernel_seconds(long, None, replayed).seconds
+    assert kernel_seconds(long, None, H100).seconds > 10 * chip.kernel_floor_s
+
+
+def test_a_profile_without_a_graph_floor_adds_its_floor_to_the_work():
+    chip = replace(H100.chip, graph_kernel_floor_s=None)
+    plain = replace(H100, chip=chip)
+    long = add(1 << 26)
+    work = kernel_seconds(long, None, replace(plain, chip=replace(chip, kernel_floor_s=0.0))).seconds
+    assert kernel_seconds(long, None, plain).seconds == pytest.approx(work + chip.kernel_floor_s)
+
+
+def conv(dtype="float"):
+    shapes = [[32, 256, 14, 14], [256, 256, 3, 3]]
+    lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
+    return cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
+                          [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]))
+
+
+def test_a_tf32_convolution_takes_its_own_factor_and_a_tf32_product_does_not():
+    slower = replace(H100, efficiency=replace(H100.efficiency, conv_tf32_factor=H100.efficiency.conv_tf32_factor / 2))
+    assert kernel_seconds(conv(), "tf32", slower).seconds > 1.5 * kernel_seconds(conv(), "tf32", H100).seconds
+    assert kernel_seconds(conv(), None, slower).seconds == kernel_seconds(conv(), None, H100).seconds  # FP32
+    product = mm(4096, 4096, 4096, "float")
+    assert kernel_seconds(product, "tf32", slower).seconds == kernel_seconds(product, "tf32", H100).seconds
+
+
 def test_a_skinny_gemm_is_slower_than_the_roofline_says():
     skinny = mm(8192, 64, 64)
     assert kernel_seconds(skinny, None, H100).seconds > 3 * roofline_seconds(skinny, None, H100)
