@@ -420,7 +420,8 @@ def measure(cases: list[Case], rows: Rows, timer: Timer) -> None:
                         rows.add(case.workload, case.config + DEVICE_ALONE, case.precision, seconds, samples,
                                  unit=case.unit)
                     except Exception as error:  # noqa: BLE001 - keep the eager row and the other cases
-                        rows.note(f"{case.workload} | {case.config}{DEVICE_ALONE} not run: {error}"[:300])
+                        rows.note(f"{case.workload} | {case.config}{DEVICE_ALONE} | {case.precision} not run: "
+                                  f"{error}"[:300])
         except ImportError as error:
             rows.note(f"{case.workload} | {case.config} not run: {error}")
         del fn

@@ -53,8 +53,10 @@ class Timer:
         """Median device seconds per call with the host ahead of the device: a spinning kernel holds
         the stream while the host queues the whole sample behind it, so the events around the sample
         see the device's work alone, also where the host takes longer per call than the device (a
-        backward through autograd takes 150-300 us of host time on the H200's host). eager_seconds:
-        per_call's figure, which bounds it: a call that synchronises waits the spin out and is refused."""
+        backward through autograd takes 110-300 us of host time on the H200's host). A sample whose
+        spin ended before the host had queued it (the host fell behind: a call that synchronises, a
+        full launch queue, a spin too short) is refused, and so is a result slower than eager_seconds,
+        per_call's figure, which bounds it."""
         calls = max(1, min(2000, round(SAMPLE_SECONDS / eager_seconds)))
         host_began = time.perf_counter()
         for _ in range(calls):
@@ -70,16 +72,19 @@ class Timer:
             for _ in range(calls):
                 fn()
             end.record()
+            if start.query():  # the spin is over: the device may have waited for the host
+                raise RuntimeError("the host fell behind the spinning kernel")
             end.synchronize()
             samples.append(start.elapsed_time(end) / 1e3 / calls)
         if statistics.median(samples) > 1.1 * eager_seconds:
-            raise RuntimeError("slower with the host ahead than back to back: the call synchronises")
+            raise RuntimeError("slower with the host ahead than back to back")
         return statistics.median(samples), samples
 
     def cycles_per_second(self) -> float:
-        """The rate of torch.cuda._sleep's cycles, measured once."""
+        """The rate of torch.cuda._sleep's cycles, measured once, after a spin that raises the clocks."""
         if not hasattr(self, "_cycles_per_second"):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(10**8)
             start.record()
             torch.cuda._sleep(10**7)
             end.record()

@@ -142,7 +142,8 @@ def main() -> None:
         sys.exit(f"no measured row matches {args.match!r}")
     host_rows = sum(1 for key in measured if key[0].startswith("host:"))
     print(f"\nopenreg-perf's {args.profile} profile against {args.measured.relative_to(HERE.parents[1])} "
-          "(only its launch, kernel floor, copy latency and pageable rate come from those rows):\n"
+          "(its launch, kernel floors, copy latency and pageable rate come from those rows, and its kernel\n"
+          " levels are fitted to them with the published rows: in-sample but for the training steps):\n"
           "mean absolute error of the predicted time per call")
     print(f"{'class':<28} {'rows':>5} {'error':>8} {'within 25 %':>12}")
     everything = []

@@ -3,21 +3,22 @@
 
 Accuracy, held out: every published row (tools/bench/perf_calibration.csv: A100 GEMM and memory-bound
 kernels, the best matmul throughputs of eight accelerators, NCCL all_reduce on A100, H200 and MI300X
-nodes, two copies; tools/bench/neusight_sample.csv.gz: NeuSight's FP32 GEMM, batched GEMM,
-convolution, elementwise, softmax and LayerNorm latencies on P4, P100, V100, T4 and A100 PCIe;
-tools/bench/measured: this project's own runs of gpu_calibration.py on an H100, its matrix products in
-four precisions, ResNet-50's convolutions and its elementwise, reduction, softmax and LayerNorm kernels) is predicted
-leave-one-device-out: by a fit that saw no row of its device, which knows that device only
-by its datasheet profile. Per kernel class (GEMM FP32, GEMM on matrix units, convolution, elementwise,
-softmax/norm, collectives, links) it prints the mean absolute percentage error, the median, the signed
-mean bias (positive: predicted too slow), the datasheet roofline's error on the same rows (max(FLOPs /
-peak, bytes / bandwidth), no launch cost, no efficiency), the ratio roofline / model, whether the
-targets are met (held out: at most 12 % per class, 15 % for collectives, bias within 5 %, at least
-2.5x better than the roofline), and in a separate column the in-sample error (the fit on every row),
-which is not accuracy. Rows published under 20 us form the class "launch"; those of them near their
-rig's floor (NeuSight's, and the H100 runs' eager ones) measure the host and are not fitted. How each
-row becomes a prediction, and which parameters are fitted to what: openreg_perf/published.py, fit.py. The fit is
-deterministic; the run takes a minute and needs no openreg device.
+nodes, two copies; tools/bench/neusight_sample.csv.gz: NeuSight's FP32 GEMM, batched GEMM, convolution,
+elementwise, softmax and LayerNorm latencies on P4, P100, V100, T4 and A100 PCIe; tools/bench/measured:
+this project's own runs of gpu_calibration.py on an H100 and an H200, their matrix products in four
+precisions, ResNet-50's convolutions with their gradients and their elementwise, reduction, softmax and
+LayerNorm kernels) is predicted leave-one-device-out: by a fit that saw no row of its device, which
+knows that device only by its datasheet profile. Per kernel class (GEMM FP32, GEMM on matrix units,
+convolution, elementwise, softmax/norm, collectives, links) it prints the mean absolute percentage
+error, the median, the signed mean bias (positive: predicted too slow), the datasheet roofline's error
+on the same rows (max(FLOPs / peak, bytes / bandwidth), no launch cost, no efficiency), the ratio
+roofline / model, whether the targets are met (held out: at most 12 % per class, 15 % for collectives,
+bias within 5 %, at least 2.5x better than the roofline), and in a separate column the in-sample error
+(the fit on every row), which is not accuracy. Rows published under 20 us form the class "launch"; those
+of them near their rig's floor (NeuSight's, and the H100 and H200 runs' eager ones, and those the host
+made a tenth slower than their twins timed with the host ahead) measure the host and are not fitted. How
+each row becomes a prediction, and which parameters are fitted to what: openreg_perf/published.py,
+fit.py. The fit is deterministic; the run takes a minute and needs no openreg device.
 
 --write-profiles writes the parameters fitted on every row into the [efficiency], [collectives] and
 [provenance] sections of the bundled profiles of chips with rows, and the device-independent values

@@ -148,16 +148,22 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
         compute, fixed = _vector_seconds(cost, profile), 0.0
         memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile))
     floor = profile.chip.graph_floor_s
-    seconds = max(profile.chip.kernel_floor_s, floor + max(compute, memory))
+    seconds = queued_seconds(max(compute, memory), profile)
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
         bound, fraction = "memory", cost.bytes / (seconds * profile.memory.bandwidth_bytes_per_s)
         fraction_of_bandwidth = _memory_fraction(cost, profile)  # a small transfer's latency
         fixed = profile.efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * fraction_of_bandwidth)
-    if floor + fixed > seconds / 2:
+    if floor + fixed > seconds / 2 or seconds <= profile.chip.kernel_floor_s:
         bound = "latency"
     return Prediction(seconds, bound, fraction)
+
+
+def queued_seconds(work_seconds: float, profile: Profile) -> float:
+    """A kernel queued on a stream behind others: its own floor plus its work, and never less than the
+    stream's floor (Note [The equations])."""
+    return max(profile.chip.kernel_floor_s, profile.chip.graph_floor_s + work_seconds)
 
 
 def peak_rate(cost: Cost, dtype: str | None, profile: Profile) -> float:
@@ -178,7 +184,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     tiles = _menu(profile, precision, cost.matrix.batch)
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
     rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
-    efficiency, floor = profile.efficiency, profile.chip.kernel_floor_s
+    efficiency = profile.efficiency
     setup = efficiency.matrix_unit_setup_s if _on_matrix_units(precision) else efficiency.matrix_setup_s
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
     best, best_seconds = None, math.inf
@@ -189,7 +195,8 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
         compute = setup + shape.unit_work * edge * depth / rate
         reduction = 0.0
         if shape.split > 1:  # the partial results are written, then read and added by a second kernel
-            reduction = floor + _memory_seconds(shape.partial_bytes, profile, efficiency.elementwise_memory_fraction)
+            reduction = queued_seconds(_memory_seconds(shape.partial_bytes, profile,
+                                                       efficiency.elementwise_memory_fraction), profile)
         if max(compute, memory) + reduction < best_seconds:
             best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
     shape, compute, reduction = best
@@ -300,8 +307,8 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
             return links.host_latency_s + nbytes / links.host_pageable_bytes_per_s
         return links.host_latency_s + nbytes / (links.host_pinned_bytes_per_s * profile.efficiency.copy_fraction)
     if kind == "d2d":  # read and write the same memory
-        return profile.chip.kernel_floor_s + _memory_seconds(2 * nbytes, profile,
-                                                             profile.efficiency.elementwise_memory_fraction)
+        return queued_seconds(_memory_seconds(2 * nbytes, profile, profile.efficiency.elementwise_memory_fraction),
+                              profile)
     if kind == "p2p":
         peer_rate = _link_rate(profile, ranks=2)
         return links.device_link_latency_s + nbytes / (peer_rate * profile.efficiency.copy_fraction)

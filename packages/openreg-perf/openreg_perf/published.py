@@ -52,6 +52,7 @@ from .profile import Collectives, Efficiency, Profile, list_profiles, load_profi
 
 LAUNCH_BOUND_SECONDS = 20e-6
 HOST_BOUND_FACTOR = 1.5
+HOST_LENGTHENED = 1.1  # a row back to back this much slower than with the host ahead measures the host
 DEVICE_ALONE = ", host ahead"  # gpu_calibration.py's config suffix of a row timed with the host ahead of the device
 NVBANDWIDTH_BYTES = 512 * 2**20  # nvbandwidth's default buffer size
 # The classes of the accuracy tables (perf_model.py), and which profile provenance entry each informs.
@@ -267,11 +268,12 @@ def measured_cases(rows: list[dict]) -> list[Case]:
     products in each precision (TF32: FP32 tensors on TF32 units), ResNet-50's convolutions (forward,
     and forward then the weight's or the input's gradient; BF16 channels-last, FP32 and TF32), and
     elementwise, reduction, softmax and LayerNorm kernels of N elements. Rows of several runs are
-    averaged. A kernel "graph replay", and a row timed with the host ahead of the device (DEVICE_ALONE),
-    is timed without the host; a row timed so too, and other rows near their rig's floor (the fastest
-    row of their workload), measure the host, as NeuSight's (class "launch", not fitted): the BF16
-    convolutions, whose host takes about 28 us per call, and backward passes through autograd (150-300
-    us of the H200 host's time per call), are."""
+    averaged, but for those timed with the host ahead of the device (DEVICE_ALONE), which take their
+    fastest run. Those and a kernel's "graph replay" are timed without the host; a row back to back
+    more than HOST_LENGTHENED times its twin timed with the host ahead, and other rows near their
+    rig's floor (the fastest row of their workload), measure the host, as NeuSight's (class "launch",
+    not fitted): the BF16 convolutions, whose host takes about 28 us per call, and backward passes
+    through autograd (110-300 us of the H200 host's time per call), are."""
     grouped: dict[tuple, list[dict]] = {}
     for row in rows:
         if _measured_cost(row) is not None and row["metric"] == "device time" and chip_of(row["hardware"]):
@@ -283,13 +285,14 @@ def measured_cases(rows: list[dict]) -> list[Case]:
             floors[key] = min(floors.get(key, math.inf), _seconds_of(same))
     cases = []
     for (workload, config, precision, hardware), same in grouped.items():
-        published = _seconds_of(same, fastest=_device_alone(config))
+        published = _seconds_of(same, fastest=config.endswith(DEVICE_ALONE))
         floor = 0.0 if _device_alone(config) else floors[(workload.split(":")[0], hardware)]
         cost, dtype = _measured_cost(same[0])
         case = priced_case(_label(same[0]), chip_of(hardware), None, published, cost, dtype,
                            graph="graph replay" in config)
-        timed_alone_too = (workload, config + DEVICE_ALONE, precision, hardware) in grouped
-        host_bound = published < HOST_BOUND_FACTOR * floor or timed_alone_too
+        twin = grouped.get((workload, config + DEVICE_ALONE, precision, hardware))
+        lengthened = twin is not None and published > HOST_LENGTHENED * _seconds_of(twin, fastest=True)
+        host_bound = published < HOST_BOUND_FACTOR * floor or lengthened
         cases.append(replace(case, floor_seconds=floor, host_bound=host_bound,
                              error_class="launch" if host_bound else case.error_class))
     return cases

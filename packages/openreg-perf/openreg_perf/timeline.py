@@ -26,8 +26,9 @@ A _foreach_ operator is one call of a real device's library: CUDA's multi_tensor
 kernel per chunk of up to MULTI_TENSOR_TENSORS[lists] tensors and MULTI_TENSOR_ELEMENTS elements
 (PyTorch's MultiTensorApply.cuh). openreg runs it as a per-tensor loop, and the recording names the
 _foreach_ call for every launch of that loop (torch-openreg's ActivityRecording.cpp). The replay
-prices the call's first launch as the whole operator (its cost over every tensor, plus a kernel floor
-per further chunk) and takes its other launches as part of it: no time, no host launch.
+prices the call's first launch as the whole operator (its cost over every tensor, plus a kernel's own
+floor per further chunk, and never less than the stream's floor per chunk) and takes its other launches
+as part of it: no time, no host launch.
 
 Note [Transfers share their link]
 A stream orders its own work, but two streams' transfers over one link do not both get the link's
@@ -249,8 +250,9 @@ class _Replay:
         precision = self._precision(cost)
         prediction = kernel_seconds(cost, precision, self.profile)
         seconds = max(prediction.seconds, self.profile.chip.kernel_floor_s)
-        if _is_multi_tensor(work):  # Note [Multi-tensor kernels]: a floor per further chunk
-            seconds += (multi_tensor_launches(work.op) - 1) * self.profile.chip.kernel_floor_s
+        if _is_multi_tensor(work):  # Note [Multi-tensor kernels]: each further chunk is a kernel of its own
+            launches, chip = multi_tensor_launches(work.op), self.profile.chip
+            seconds = max(launches * chip.kernel_floor_s, seconds + (launches - 1) * chip.graph_floor_s)
         return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost, precision
 
     def _precision(self, cost: Cost) -> str | None:
