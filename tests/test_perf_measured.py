@@ -48,6 +48,19 @@ def test_every_measured_row_is_a_case_of_the_script_that_measured_it():
             assert len(keys - host_rows) > 500
 
 
+@pytest.mark.needs_packages("openreg-perf")
+def test_the_fit_reads_the_rows_the_script_times_with_the_host_ahead():
+    from openreg_perf.published import DEVICE_ALONE
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_timing
+    finally:
+        sys.path.remove(str(BENCH))
+    assert gpu_timing.DEVICE_ALONE == DEVICE_ALONE
+    assert any(key[1].endswith(DEVICE_ALONE) for path in MEASURED for key in _measured_keys(path))
+
+
 # (row, largest |predicted / measured - 1| allowed): about twice what it was when the profile was fitted.
 REPRESENTATIVE = [
     # compute-bound: 1.16. One level prices FP16 and BF16, and the fit follows the typical 16-bit row;

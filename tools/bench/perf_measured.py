@@ -29,7 +29,6 @@ import argparse
 import csv
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import openreg_perf
@@ -88,8 +87,7 @@ def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, floa
     finally:
         torch.openreg.set_timing_only(False)
         torch.openreg.empty_cache()
-    chip = run.profile.chip  # a graph's kernels start at its floor, not the stream's
-    graph = run.predicted_again(profile=replace(run.profile, chip=replace(chip, kernel_floor_s=chip.graph_floor_s)))
+    graph = run.predicted_again(profile=run.profile.replayed_from_graph())
     return (run.total_time_s / calls, sum(kernel.seconds for kernel in run.kernels) / calls,
             sum(kernel.seconds for kernel in graph.kernels) / calls)
 

@@ -11,7 +11,7 @@ import functools
 import math
 import os
 import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
@@ -187,6 +187,10 @@ class Profile:
     def matrix_precision(self, precision: str) -> str:
         """The precision whose units run precision's products: itself, or FP32 where the chip lacks them."""
         return precision if self.peak.of(precision) else "fp32"
+
+    def replayed_from_graph(self) -> Profile:
+        """This profile for kernels replayed from a CUDA graph: no stream floor beyond each kernel's own."""
+        return replace(self, chip=replace(self.chip, kernel_floor_s=self.chip.graph_floor_s))
 
 
 _SECTIONS = {

@@ -172,7 +172,7 @@ def priced_case(label: str, device: str, harness: str | None, published: float, 
 
     def predict(profile: Profile) -> float:
         if graph:
-            profile = replace(profile, chip=replace(profile.chip, kernel_floor_s=profile.chip.graph_floor_s))
+            profile = profile.replayed_from_graph()
         return sum(kernel_seconds(one, dtype, profile).seconds for one in costs)
 
     return Case(label, device, error_class, harness, published, predict,

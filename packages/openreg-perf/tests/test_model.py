@@ -53,7 +53,7 @@ def test_a_queued_kernel_occupies_its_stream_for_the_floor_and_a_long_one_hides_
     assert chip.graph_floor_s < chip.kernel_floor_s
     assert kernel_seconds(add(16), None, H100).seconds == chip.kernel_floor_s
     long = add(1 << 26)
-    replayed = replace(H100, chip=replace(chip, kernel_floor_s=chip.graph_floor_s))
+    replayed = H100.replayed_from_graph()
     assert kernel_seconds(long, None, H100).seconds == kernel_seconds(long, None, replayed).seconds
     assert kernel_seconds(long, None, H100).seconds > 10 * chip.kernel_floor_s
 
@@ -417,6 +417,36 @@ def test_calibration_takes_any_hardware_name(tmp_path):
              "hardware": "Acme X1", "metric": "latency", "value": "0.2", "unit": "ms", "source": "ours"}]
     cases, unknown = published.cases_of(rows)
     assert cases == [] and unknown == ["Acme X1"]
+
+
+def _measured(config, value, precision="BF16"):
+    return {"workload": "GEMM torch.matmul", "config": config, "precision": precision,
+            "hardware": "NVIDIA H200 (132 SMs)", "metric": "device time", "value": str(value), "unit": "us"}
+
+
+def test_a_row_the_host_lengthened_measures_the_host_and_its_twin_the_device():
+    """gpu_calibration.py's rows timed with the host ahead of the device take their fastest run (the host
+    can only lengthen them); their back-to-back twin counts as the host's where it is more than a tenth
+    slower, and stays a device row where it is not."""
+    ahead = published.DEVICE_ALONE
+    rows = [_measured("M=128 K=128 N=128", 19.9), _measured("M=128 K=128 N=128" + ahead, 3.0),
+            _measured("M=128 K=128 N=128" + ahead, 9.0),
+            _measured("M=8192 K=8192 N=8192", 1480.0), _measured("M=8192 K=8192 N=8192" + ahead, 1470.0)]
+    cases = {case.label.split(" | ")[1]: case for case in published.measured_cases(rows)}
+    assert cases["M=128 K=128 N=128" + ahead].published_seconds == pytest.approx(3.0e-6)
+    assert cases["M=128 K=128 N=128" + ahead].fitted
+    assert cases["M=128 K=128 N=128"].host_bound and cases["M=128 K=128 N=128"].error_class == "launch"
+    assert cases["M=8192 K=8192 N=8192"].fitted and cases["M=8192 K=8192 N=8192"].error_class == "gemm_tensor"
+
+
+def test_a_graph_replay_row_is_priced_at_the_graph_floor():
+    tiny = [{"workload": "kernel: add (out=)", "config": config, "precision": "FP32",
+             "hardware": "NVIDIA H200 (132 SMs)", "metric": "device time", "value": "1.0", "unit": "us"}
+            for config in ("1024 elements, graph replay", "1024 elements, eager back to back")]
+    replayed, eager = published.measured_cases(tiny)
+    h200 = load_profile("h200")
+    assert replayed.predict(h200) < h200.chip.kernel_floor_s <= eager.predict(h200)
+    assert replayed.predict(h200) == eager.predict(h200.replayed_from_graph())
 
 
 @pytest.mark.parametrize("name", [name for name in list_profiles() if name != "host"])
