@@ -13,7 +13,10 @@ namespace {
 
 std::atomic<bool> enabled{false};
 std::atomic<uint64_t> correlation{0};
-std::mutex recordsMutex;
+// The host (at each launch) and a stream's worker (at each op it runs) record
+// at once: with a std::mutex they met in futex calls, which cost a traced
+// training step more than writing its records did.
+QueueLock recordsLock;
 std::deque<orActivity> records;
 uint64_t dropped = 0;  // records not kept since tracing was last switched on
 thread_local std::vector<uint64_t> externalIds;
@@ -47,7 +50,7 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   record.correlationId = correlationId;
   record.externalCorrelationId = externalCorrelationId;
   record.waitedForCorrelationId = waitedForCorrelationId;
-  std::lock_guard<std::mutex> lock(recordsMutex);
+  std::lock_guard<QueueLock> lock(recordsLock);
   if (records.size() < runtime().traceRecords) {
     records.push_back(record);
   } else {
@@ -77,7 +80,7 @@ using namespace openreg::rt;
 extern "C" {
 
 orError_t orTraceEnable(int enable) {
-  std::lock_guard<std::mutex> lock(recordsMutex);
+  std::lock_guard<QueueLock> lock(recordsLock);
   if (enable != 0 && !enabled.load()) dropped = 0;
   enabled.store(enable != 0);
   return orSuccess;
@@ -85,7 +88,7 @@ orError_t orTraceEnable(int enable) {
 
 orError_t orTraceGetDroppedCount(uint64_t* count) {
   if (count == nullptr) return fail(orErrorInvalidValue, "orTraceGetDroppedCount: count is NULL");
-  std::lock_guard<std::mutex> lock(recordsMutex);
+  std::lock_guard<QueueLock> lock(recordsLock);
   *count = dropped;
   return orSuccess;
 }
@@ -94,7 +97,7 @@ orError_t orTraceDrain(orActivity* out, size_t capacity, size_t* count) {
   if (count == nullptr || (out == nullptr && capacity > 0)) {
     return fail(orErrorInvalidValue, "orTraceDrain: count is NULL, or records is NULL with capacity > 0");
   }
-  std::lock_guard<std::mutex> lock(recordsMutex);
+  std::lock_guard<QueueLock> lock(recordsLock);
   size_t n = std::min(capacity, records.size());
   std::copy(records.begin(), records.begin() + static_cast<long>(n), out);
   records.erase(records.begin(), records.begin() + static_cast<long>(n));
