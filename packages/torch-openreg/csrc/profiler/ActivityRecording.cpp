@@ -4,9 +4,12 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <complex>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -29,6 +32,23 @@ namespace {
 // (CUDA launches a few multi_tensor_apply kernels for it), but openreg runs it
 // as PyTorch's per-tensor loop: the operators inside it are not recorded, so
 // every launch of the loop names the _foreach_ call that made it.
+
+// Note [Equal calls are described once]
+// A training loop makes the same calls every step, and a recording is meant
+// to cost the program little (openreg-perf's timing-only mode must not cost
+// more than running the program). So a call is first written as a key of
+// bytes, in a buffer its thread reuses: its name, and for each argument what
+// RecordedArgument would hold. A key seen before costs a hash lookup; only a
+// new one is described as an OperatorRecord. The call's end does the same
+// with the key of its arguments' record and what it returned. A recorded
+// call then allocates nothing but its ObserverContext (and, amortised, its
+// entry in Recording::calls).
+struct RecordedCall {
+  uint64_t id = 0;  // the external correlation id of the work it queued
+  uint64_t startNs = 0;  // orTraceGetTimestamp clock
+  size_t record = 0;  // its OperatorRecord: arguments only until it returns, then with its outputs
+};
+
 struct Recording {
   std::mutex mutex;  // everything below: every thread's operators
   bool active = false;
@@ -37,7 +57,9 @@ struct Recording {
   // Never reset: an operator still running when a recording stops keeps
   // its id on the runtime's stack, so the next recording must not reuse it.
   uint64_t nextId = 1;
-  std::vector<OperatorRecord> operators;
+  std::vector<RecordedCall> calls;
+  std::vector<OperatorRecord> records;  // distinct, by key (Note [Equal calls are described once])
+  std::unordered_map<std::string, size_t> recordByKey;
 };
 
 Recording& recording() {
@@ -59,30 +81,108 @@ bool isOpenReg(const c10::IValue& value) {
   return false;
 }
 
+RecordedArgument::Kind kindOf(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().defined() ? RecordedArgument::kTensor : RecordedArgument::kOther;
+  if (value.isTensorList()) return RecordedArgument::kTensorList;
+  if (value.isScalar()) return RecordedArgument::kScalar;
+  if (value.isIntList() || value.isDoubleList() || value.isBoolList()) return RecordedArgument::kScalarList;
+  return RecordedArgument::kOther;
+}
+
+// A tensor list may hold undefined tensors: they have no sizes.
+c10::IntArrayRef sizesOf(const c10::IValue& tensor) {
+  return tensor.toTensor().defined() ? tensor.toTensor().sizes() : c10::IntArrayRef();
+}
+
 RecordedArgument describe(const c10::IValue& value) {
   RecordedArgument argument;
-  if (value.isTensor() && value.toTensor().defined()) {
-    argument.kind = RecordedArgument::kTensor;
-    argument.sizes.push_back(value.toTensor().sizes().vec());
-    argument.dtype = value.toTensor().scalar_type();
-  } else if (value.isTensorList()) {
-    argument.kind = RecordedArgument::kTensorList;
-    for (const at::Tensor& tensor : value.toTensorList().vec()) argument.sizes.push_back(tensor.sizes().vec());
-  } else if (value.isScalar()) {
-    argument.kind = RecordedArgument::kScalar;
-    argument.value = value;
-  } else if (value.isIntList() || value.isDoubleList() || value.isBoolList()) {
-    argument.kind = RecordedArgument::kScalarList;
-    argument.value = value;
+  argument.kind = kindOf(value);
+  switch (argument.kind) {
+    case RecordedArgument::kTensor:
+      argument.sizes.push_back(value.toTensor().sizes().vec());
+      argument.dtype = value.toTensor().scalar_type();
+      break;
+    case RecordedArgument::kTensorList:
+      for (const c10::IValue& tensor : value.toListRef()) argument.sizes.push_back(sizesOf(tensor).vec());
+      break;
+    case RecordedArgument::kScalar:
+    case RecordedArgument::kScalarList:
+      argument.value = value;
+      break;
+    case RecordedArgument::kOther:
+      break;
   }
   return argument;
 }
 
+// Keys hold values' bytes: exact (two doubles that print alike are different
+// keys), and cheaper to build than text.
+template <typename T>
+void appendBytes(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+void appendSizes(std::string& key, c10::IntArrayRef sizes) {
+  appendBytes(key, sizes.size());
+  key.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
+}
+
+void appendScalars(std::string& key, const c10::IValue& value) {
+  if (value.isList()) {
+    appendBytes(key, value.toListRef().size());
+    for (const c10::IValue& element : value.toListRef()) appendScalars(key, element);
+    return;
+  }
+  key += value.tagKind();
+  if (value.isDouble()) {
+    appendBytes(key, value.toDouble());
+  } else if (value.isComplexDouble()) {
+    appendBytes(key, static_cast<std::complex<double>>(value.toComplexDouble()));
+  } else {
+    appendBytes(key, value.isBool() ? int64_t{value.toBool()} : value.toInt());
+  }
+}
+
+// What describe(value) would record, as bytes: equal keys, equal records.
+void appendKey(std::string& key, const c10::IValue& value) {
+  RecordedArgument::Kind kind = kindOf(value);
+  appendBytes(key, kind);
+  switch (kind) {
+    case RecordedArgument::kTensor:
+      appendBytes(key, value.toTensor().scalar_type());
+      appendSizes(key, value.toTensor().sizes());
+      break;
+    case RecordedArgument::kTensorList:
+      appendBytes(key, value.toListRef().size());
+      for (const c10::IValue& tensor : value.toListRef()) appendSizes(key, sizesOf(tensor));
+      break;
+    case RecordedArgument::kScalar:
+    case RecordedArgument::kScalarList:
+      appendScalars(key, value);
+      break;
+    case RecordedArgument::kOther:
+      break;
+  }
+}
+
+// The index of key's record in state.records, made by makeRecord() if the
+// key is new. The caller holds state.mutex.
+template <typename MakeRecord>
+size_t recordOf(Recording& state, const std::string& key, MakeRecord makeRecord) {
+  auto found = state.recordByKey.find(key);
+  if (found != state.recordByKey.end()) return found->second;
+  state.records.push_back(makeRecord());
+  state.recordByKey.emplace(key, state.records.size() - 1);
+  return state.records.size() - 1;
+}
+
+thread_local std::string scratchKey;  // reused: a recorded call allocates no key
+
 // Marks a call whose id was pushed, so that its end pops it (and, for a
-// multi-tensor call, leaves it), and finds its record to note the outputs in.
+// multi-tensor call, leaves it), and finds its RecordedCall.
 struct PushedId final : at::ObserverContext {
   uint64_t id = 0;
-  size_t index = 0;  // of its record in Recording::operators
+  size_t index = 0;  // of its RecordedCall in Recording::calls
   bool multiTensor = false;
 };
 
@@ -98,19 +198,25 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
   bool touchesOpenReg = false;
   for (const c10::IValue& input : inputs) touchesOpenReg = touchesOpenReg || isOpenReg(input);
   if (!touchesOpenReg) return nullptr;
-  OperatorRecord record;
-  record.name = call.name();
-  orTraceGetTimestamp(&record.startNs);
-  record.arguments.reserve(inputs.size());
-  for (const c10::IValue& input : inputs) record.arguments.push_back(describe(input));
-  Recording& state = recording();
+  RecordedCall recorded;
+  orTraceGetTimestamp(&recorded.startNs);
+  std::string& key = scratchKey;
+  key.assign(call.name());
+  for (const c10::IValue& input : inputs) appendKey(key, input);
   auto pushed = std::make_unique<PushedId>();
   {
+    Recording& state = recording();
     std::lock_guard<std::mutex> lock(state.mutex);
     if (!state.active) return nullptr;
-    pushed->id = record.id = state.nextId++;
-    pushed->index = state.operators.size();
-    state.operators.push_back(std::move(record));
+    recorded.record = recordOf(state, key, [&] {
+      OperatorRecord record;
+      record.name = call.name();
+      for (const c10::IValue& input : inputs) record.arguments.push_back(describe(input));
+      return record;
+    });
+    pushed->id = recorded.id = state.nextId++;
+    pushed->index = state.calls.size();
+    state.calls.push_back(recorded);
   }
   orTracePushExternalCorrelationId(pushed->id);
   pushed->multiTensor = isMultiTensor(call);
@@ -123,14 +229,20 @@ void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context)
   auto* pushed = static_cast<PushedId*>(context);
   orTracePopExternalCorrelationId(nullptr);
   insideMultiTensorCalls -= pushed->multiTensor ? 1 : 0;
-  std::vector<RecordedArgument> outputs;
-  for (const c10::IValue& output : call.outputs()) outputs.push_back(describe(output));
   Recording& state = recording();
   std::lock_guard<std::mutex> lock(state.mutex);
   // The recording may have stopped (and another started) while the call ran.
-  if (state.active && pushed->index < state.operators.size() && state.operators[pushed->index].id == pushed->id) {
-    state.operators[pushed->index].outputs = std::move(outputs);
-  }
+  if (!state.active || pushed->index >= state.calls.size() || state.calls[pushed->index].id != pushed->id) return;
+  RecordedCall& recorded = state.calls[pushed->index];
+  std::string& key = scratchKey;  // its arguments' record, then its outputs
+  key.assign("->");
+  appendBytes(key, recorded.record);
+  for (const c10::IValue& output : call.outputs()) appendKey(key, output);
+  recorded.record = recordOf(state, key, [&] {
+    OperatorRecord record = state.records[recorded.record];
+    for (const c10::IValue& output : call.outputs()) record.outputs.push_back(describe(output));
+    return record;
+  });
 }
 
 }  // namespace
@@ -143,7 +255,9 @@ void startActivityRecording() {
   std::string busy = drain->start();
   TORCH_CHECK(busy.empty(), "torch.openreg.record_activity() cannot start: ", busy);
   state.drain = std::move(drain);
-  state.operators.clear();
+  state.calls.clear();
+  state.records.clear();
+  state.recordByKey.clear();
   state.active = true;
   state.callback = at::addGlobalCallback(at::RecordFunctionCallback(onOperatorStart, onOperatorEnd)
                                              .needsInputs(true)
@@ -154,16 +268,18 @@ void startActivityRecording() {
 ActivityRecordingResult stopActivityRecording() {
   Recording& state = recording();
   std::unique_ptr<ActivityDrain> drain;
-  std::vector<OperatorRecord> operators;
+  std::vector<RecordedCall> calls;
+  ActivityRecordingResult result;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     TORCH_CHECK(state.active, "torch.openreg.record_activity(): no recording is running");
     at::removeCallback(state.callback);
     state.active = false;
     drain = std::move(state.drain);
-    operators = std::move(state.operators);
+    calls = std::move(state.calls);
+    result.calls = std::move(state.records);
+    state.recordByKey.clear();
   }
-  ActivityRecordingResult result;
   result.activity = drain->stop();
   result.droppedMessage = drain->droppedMessage();
   std::unordered_set<uint64_t> launched;
@@ -172,10 +288,10 @@ ActivityRecordingResult stopActivityRecording() {
       launched.insert(record.externalCorrelationId);
     }
   }
-  result.operatorStartsNs.reserve(operators.size());
-  for (OperatorRecord& record : operators) {
-    result.operatorStartsNs.push_back(record.startNs);
-    if (launched.count(record.id) != 0) result.operators.push_back(std::move(record));
+  result.operatorStartsNs.reserve(calls.size());
+  for (const RecordedCall& call : calls) {
+    result.operatorStartsNs.push_back(call.startNs);
+    if (launched.count(call.id) != 0) result.launchingCalls.emplace_back(call.id, call.record);
   }
   return result;
 }

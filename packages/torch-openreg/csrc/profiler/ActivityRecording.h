@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_openreg {
@@ -28,17 +29,20 @@ struct RecordedArgument {
   c10::IValue value;  // kScalar, kScalarList
 };
 
+// A distinct operator call: equal calls (a loop makes the same calls every
+// step) share one record.
 struct OperatorRecord {
-  uint64_t id = 0;  // the external correlation id of the launch records of the work it queued
   std::string name;  // "aten::addmm", "c10d::allreduce_", ...
-  uint64_t startNs = 0;  // orTraceGetTimestamp clock
   std::vector<RecordedArgument> arguments;
   std::vector<RecordedArgument> outputs;  // what the call returned, described as its arguments are
 };
 
 struct ActivityRecordingResult {
   std::vector<orActivity> activity;  // oldest first
-  std::vector<OperatorRecord> operators;  // those that queued device work, by id
+  std::vector<OperatorRecord> calls;  // the distinct calls of launchingCalls
+  // (id, index into calls) of every call that queued device work; the id is
+  // the external correlation id of the launch records of that work.
+  std::vector<std::pair<uint64_t, size_t>> launchingCalls;
   std::vector<uint64_t> operatorStartsNs;  // every operator recorded, in order
   std::string droppedMessage;  // empty unless the runtime dropped records (ActivityDrain)
 };

@@ -7,7 +7,6 @@
 
 #include <complex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "profiler/ActivityRecording.h"
@@ -64,61 +63,15 @@ py::tuple operatorTuple(const OperatorRecord& record) {
   return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes);
 }
 
-// Keys hold values' bytes: exact (two doubles that print alike are different
-// keys), and cheaper to build than text, once per recorded call.
-template <typename T>
-void appendBytes(std::string& key, const T& value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-void appendValueKey(std::string& key, const c10::IValue& value) {
-  if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef()) appendValueKey(key, element);
-    return;
-  }
-  key += value.tagKind();
-  if (value.isDouble()) {
-    appendBytes(key, value.toDouble());
-  } else if (value.isComplexDouble()) {
-    appendBytes(key, static_cast<std::complex<double>>(value.toComplexDouble()));
-  } else {
-    appendBytes(key, value.isBool() ? int64_t{value.toBool()} : value.toInt());
-  }
-}
-
-// A key equal for equal calls: a training loop makes the same calls every
-// step, and Python gets one tuple per distinct call.
-void appendArgumentKey(std::string& key, const RecordedArgument& argument) {
-  key += '|';
-  appendBytes(key, argument.kind);
-  appendBytes(key, argument.dtype);
-  for (const auto& sizes : argument.sizes) {
-    appendBytes(key, sizes.size());
-    key.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
-  }
-  if (argument.kind == RecordedArgument::kScalar || argument.kind == RecordedArgument::kScalarList) {
-    appendValueKey(key, argument.value);
-  }
-}
-
-std::string callKey(const OperatorRecord& record) {
-  std::string key = record.name;
-  for (const RecordedArgument& argument : record.arguments) appendArgumentKey(key, argument);
-  key += "->";
-  for (const RecordedArgument& output : record.outputs) appendArgumentKey(key, output);
-  return key;
-}
-
 // (ids, calls): calls[i] is the call that ids[i] names; equal calls share
-// one tuple (operatorTuple).
-py::tuple operatorCalls(const std::vector<OperatorRecord>& records) {
-  std::unordered_map<std::string, py::tuple> distinct;
+// one tuple (operatorTuple), as they share one OperatorRecord.
+py::tuple operatorCalls(const ActivityRecordingResult& result) {
+  std::vector<py::object> tuples(result.calls.size());
   py::list ids, calls;
-  for (const OperatorRecord& record : records) {
-    auto [entry, added] = distinct.try_emplace(callKey(record));
-    if (added) entry->second = operatorTuple(record);
-    ids.append(record.id);
-    calls.append(entry->second);
+  for (const auto& [id, index] : result.launchingCalls) {
+    if (!tuples[index]) tuples[index] = operatorTuple(result.calls[index]);
+    ids.append(id);
+    calls.append(tuples[index]);
   }
   return py::make_tuple(ids, calls);
 }
@@ -134,7 +87,7 @@ void bindActivityRecording(py::module_ m) {
     }
     py::bytes activity(reinterpret_cast<const char*>(result.activity.data()),
                        result.activity.size() * sizeof(orActivity));
-    return py::make_tuple(activity, sizeof(orActivity), operatorCalls(result.operators),
+    return py::make_tuple(activity, sizeof(orActivity), operatorCalls(result),
                           py::cast(result.operatorStartsNs), result.droppedMessage);
   });
 }

@@ -8,6 +8,7 @@ else (record_activity). Not here: the Kineto integration itself
 
 from __future__ import annotations
 
+import gc
 import struct
 import warnings
 from collections.abc import Iterator
@@ -16,6 +17,20 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch_openreg._C as _C
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector off meanwhile: a region's records are many small tuples, none
+    of them cyclic, and each collection they would set off walks the program's whole heap."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
 
 # LITERALINCLUDE START: ACTIVITY_RECORD
 # orActivity of the runtime's openreg.h, field by field, in its native layout.
@@ -58,12 +73,14 @@ def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
                            "torch-openreg and openreg-runtime do not match; reinstall them together")
     names: dict[bytes, str] = {}  # a program launches few distinct names many times
     records = []
-    for kind, name, *rest in _RECORD.iter_unpack(data):
-        text = names.get(name)
-        if text is None:
-            text = names[name] = name.split(b"\0", 1)[0].decode(errors="replace")
-        records.append(ActivityRecord(_KINDS[kind], text, *rest))
+    with _without_cycle_collection():
+        for kind, name, *rest in _RECORD.iter_unpack(data):
+            text = names.get(name)
+            if text is None:
+                text = names[name] = name.split(b"\0", 1)[0].decode(errors="replace")
+            records.append(ActivityRecord(_KINDS[kind], text, *rest))
     return records
+
 # LITERALINCLUDE END: ACTIVITY_RECORD
 
 
