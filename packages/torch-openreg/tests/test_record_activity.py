@@ -110,6 +110,19 @@ def test_equal_calls_share_one_record_and_cpu_calls_are_not_recorded():
     assert cpu_only.operators == {} and cpu_only.operator_starts_ns == []
 
 
+def test_equal_arguments_with_different_results_are_different_calls():
+    # Equal calls are recognised by their arguments and their results: a data-dependent shape
+    # makes two calls with equal arguments different calls.
+    half, full = torch.tensor([1.0, 0.0, 1.0, 0.0], device="openreg"), torch.ones(4, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        for x in (half, full, half):
+            torch.nonzero(x)
+    nonzero = [call for call in calls_of(recording) if call.name == "aten::nonzero"]
+    assert [call.output_shapes for call in nonzero] == [[[2, 1]], [[4, 1]], [[2, 1]]]
+    assert nonzero[0] is nonzero[2] and nonzero[1] is not nonzero[0]
+    assert nonzero[0].shapes == nonzero[1].shapes == [[4]]
+
+
 def test_a_recording_keeps_no_tensor_alive():
     torch.openreg.synchronize()
     before = torch.openreg.memory_allocated()
