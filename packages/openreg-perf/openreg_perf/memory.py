@@ -91,9 +91,8 @@ class MemoryWatch:
     def __enter__(self) -> MemoryWatch:
         self.splits = {device: MemorySplit() for device in self.devices}
         sample_module = lambda module, *args: self._sample(module)  # noqa: E731
-        # After each module's forward, not before too: the moment before a module is the moment after
-        # the one before it, and a sample costs the program a few microseconds.
         self._handles = [
+            module_hooks.register_module_forward_pre_hook(sample_module),
             module_hooks.register_module_forward_hook(sample_module),
             optimizer_hooks.register_optimizer_step_pre_hook(lambda opt, *args: self._sample(optimizer=opt)),
             optimizer_hooks.register_optimizer_step_post_hook(lambda opt, *args: self._sample(optimizer=opt)),
