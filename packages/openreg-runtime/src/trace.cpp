@@ -50,8 +50,9 @@ void traceRecord(orActivityKind kind, const std::string& name, int device,
   record.correlationId = correlationId;
   record.externalCorrelationId = externalCorrelationId;
   record.waitedForCorrelationId = waitedForCorrelationId;
+  size_t capacity = runtime().traceRecords;  // read before the lock: keep what it guards short
   std::lock_guard<QueueLock> lock(recordsLock);
-  if (records.size() < runtime().traceRecords) {
+  if (records.size() < capacity) {
     records.push_back(record);
   } else {
     ++dropped;  // orTraceGetDroppedCount tells the consumer

@@ -84,6 +84,8 @@ bool isOpenReg(const c10::IValue& value) {
 RecordedArgument::Kind kindOf(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().defined() ? RecordedArgument::kTensor : RecordedArgument::kOther;
   if (value.isTensorList()) return RecordedArgument::kTensorList;
+  // A symbolic scalar (under tracing) has no value to record.
+  if (value.isSymInt() || value.isSymFloat() || value.isSymBool()) return RecordedArgument::kOther;
   if (value.isScalar()) return RecordedArgument::kScalar;
   if (value.isIntList() || value.isDoubleList() || value.isBoolList()) return RecordedArgument::kScalarList;
   return RecordedArgument::kOther;
@@ -183,6 +185,7 @@ thread_local std::string scratchKey;  // reused: a recorded call allocates no ke
 struct PushedId final : at::ObserverContext {
   uint64_t id = 0;
   size_t index = 0;  // of its RecordedCall in Recording::calls
+  size_t arguments = 0;  // its OperatorRecord without outputs, in Recording::records
   bool multiTensor = false;
 };
 
@@ -192,8 +195,19 @@ bool isMultiTensor(const at::RecordFunction& call) {
   return std::string_view(call.name()).rfind("aten::_foreach_", 0) == 0;
 }
 
+// Set while this thread runs a callback: an operator that reading a tensor
+// dispatches (a subclass's sizes) is not recorded, so the callback neither
+// takes Recording::mutex twice nor overwrites its own scratchKey.
+thread_local bool insideCallback = false;
+
+struct InsideCallback {
+  InsideCallback() { insideCallback = true; }
+  ~InsideCallback() { insideCallback = false; }
+};
+
 std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& call) {
-  if (insideMultiTensorCalls > 0) return nullptr;
+  if (insideMultiTensorCalls > 0 || insideCallback) return nullptr;
+  InsideCallback inside;
   c10::ArrayRef<const c10::IValue> inputs = call.inputs();
   bool touchesOpenReg = false;
   for (const c10::IValue& input : inputs) touchesOpenReg = touchesOpenReg || isOpenReg(input);
@@ -216,6 +230,7 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
     });
     pushed->id = recorded.id = state.nextId++;
     pushed->index = state.calls.size();
+    pushed->arguments = recorded.record;
     state.calls.push_back(recorded);
   }
   orTracePushExternalCorrelationId(pushed->id);
@@ -226,20 +241,20 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
 
 void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context) {
   if (context == nullptr) return;
+  InsideCallback inside;
   auto* pushed = static_cast<PushedId*>(context);
   orTracePopExternalCorrelationId(nullptr);
   insideMultiTensorCalls -= pushed->multiTensor ? 1 : 0;
+  std::string& key = scratchKey;  // its arguments' record, then its outputs
+  key.assign("->");
+  appendBytes(key, pushed->arguments);
+  for (const c10::IValue& output : call.outputs()) appendKey(key, output);
   Recording& state = recording();
   std::lock_guard<std::mutex> lock(state.mutex);
   // The recording may have stopped (and another started) while the call ran.
   if (!state.active || pushed->index >= state.calls.size() || state.calls[pushed->index].id != pushed->id) return;
-  RecordedCall& recorded = state.calls[pushed->index];
-  std::string& key = scratchKey;  // its arguments' record, then its outputs
-  key.assign("->");
-  appendBytes(key, recorded.record);
-  for (const c10::IValue& output : call.outputs()) appendKey(key, output);
-  recorded.record = recordOf(state, key, [&] {
-    OperatorRecord record = state.records[recorded.record];
+  state.calls[pushed->index].record = recordOf(state, key, [&] {
+    OperatorRecord record = state.records[pushed->arguments];
     for (const c10::IValue& output : call.outputs()) record.outputs.push_back(describe(output));
     return record;
   });
