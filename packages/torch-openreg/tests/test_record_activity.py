@@ -2,6 +2,9 @@
 operator calls that queued its work, described as torch.profiler's
 record_shapes describes them, without a profiler session."""
 
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -121,6 +124,44 @@ def test_equal_arguments_with_different_results_are_different_calls():
     assert [call.output_shapes for call in nonzero] == [[[2, 1]], [[4, 1]], [[2, 1]]]
     assert nonzero[0] is nonzero[2] and nonzero[1] is not nonzero[0]
     assert nonzero[0].shapes == nonzero[1].shapes == [[4]]
+
+
+# A wrapper subclass whose sizes are read through __torch_dispatch__, which runs an operator: reading
+# its sizes inside the recording's callback dispatches that operator on the same thread.
+SIZES_THROUGH_AN_OPERATOR = textwrap.dedent("""
+    import torch, torch_openreg
+
+    class SizesThroughAnOperator(torch.Tensor):
+        @staticmethod
+        def __new__(cls, inner):
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device,
+                                                       dispatch_sizes_strides_policy="sizes")
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            unwrapped = [a.inner if isinstance(a, SizesThroughAnOperator) else a for a in args]
+            if func is torch.ops.aten.size.default:
+                return tuple(torch.ops.aten.alias.default(unwrapped[0]).shape)
+            result = func(*unwrapped, **(kwargs or {}))
+            return SizesThroughAnOperator(result) if isinstance(result, torch.Tensor) else result
+
+    w = SizesThroughAnOperator(torch.ones(2, device="openreg"))
+    with torch.openreg.record_activity() as recording:
+        w + w
+    print([(recording.operators[r.external_correlation_id].name, recording.operators[r.external_correlation_id].shapes)
+           for r in recording.activity if r.kind == "launch"])
+""")
+
+
+def test_an_operator_the_callback_itself_dispatches_is_not_recorded():
+    # In a process of its own: the callback re-entered on its own thread took its lock twice and hung.
+    done = subprocess.run([sys.executable, "-c", SIZES_THROUGH_AN_OPERATOR], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('aten::add', [[2], [2], []])]"
 
 
 def test_a_recording_keeps_no_tensor_alive():
