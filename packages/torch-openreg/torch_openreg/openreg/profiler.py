@@ -22,7 +22,8 @@ import torch_openreg._C as _C
 @contextmanager
 def _without_cycle_collection() -> Iterator[None]:
     """Python's cyclic garbage collector off meanwhile: a region's records are many small tuples, none
-    of them cyclic, and each collection they would set off walks the program's whole heap."""
+    of them cyclic, and each collection they would set off walks the program's whole heap. (openreg-perf
+    has its own copy: a layer may not import torch-openreg's private helpers.)"""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -64,7 +65,8 @@ def profiler_activity() -> list[ActivityRecord]:
     openreg activity (ProfilerActivity.PrivateUse1), oldest first: every
     launch, kernel, copy, memset, event record, stream wait and host
     synchronisation of the profiled region. Empty before any such session."""
-    return _activity_records(*_C._profiler_activity())
+    with _without_cycle_collection():
+        return _activity_records(*_C._profiler_activity())
 
 
 def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
@@ -73,12 +75,11 @@ def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
                            "torch-openreg and openreg-runtime do not match; reinstall them together")
     names: dict[bytes, str] = {}  # a program launches few distinct names many times
     records = []
-    with _without_cycle_collection():
-        for kind, name, *rest in _RECORD.iter_unpack(data):
-            text = names.get(name)
-            if text is None:
-                text = names[name] = name.split(b"\0", 1)[0].decode(errors="replace")
-            records.append(ActivityRecord(_KINDS[kind], text, *rest))
+    for kind, name, *rest in _RECORD.iter_unpack(data):
+        text = names.get(name)
+        if text is None:
+            text = names[name] = name.split(b"\0", 1)[0].decode(errors="replace")
+        records.append(ActivityRecord(_KINDS[kind], text, *rest))
     return records
 
 # LITERALINCLUDE END: ACTIVITY_RECORD
@@ -132,8 +133,9 @@ def record_activity() -> Iterator[ActivityRecording]:
         yield recording
     finally:
         data, size, (ids, calls), starts, dropped = _C._stop_activity_recording()
-        recording.activity = _activity_records(data, size)
-        recording.operators = _operator_records(ids, calls)
+        with _without_cycle_collection():
+            recording.activity = _activity_records(data, size)
+            recording.operators = _operator_records(ids, calls)
         recording.operator_starts_ns = sorted(starts)
         if dropped:
             recording.complete = False
