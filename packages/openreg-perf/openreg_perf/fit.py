@@ -9,12 +9,12 @@ Note [Which parameters a device gets]
   FP32 library kernel, which is a generation's: the H200's small FP32 products timed with the host
   ahead want about 3 us, NeuSight's Pascal, Turing and Volta rows 20) are fitted per device, to that
   device's own rows. Shapes (half depth, the matrix units' setup, tile overhead, memory half bytes, rows
-  per unit, step latencies, the low-latency protocol, in-switch reduction) are one device-independent
-  value fitted to all rows. A device without rows of a class gets the median of the per-device levels of the
-  chips of its architecture where the fit has some (one generation runs the same library kernels on
-  the same units: CDNA 3's matrix units reach a smaller share of their datasheet peak than Hopper's,
-  MI300X 44 % and MI325X 53 % against 75-80 %), drawn towards the median of every device (_shrunk),
-  else of every device, one vote per device: the architecture's and the device-independent fit
+  per unit, a norm's time per row, step latencies, the low-latency protocol, in-switch reduction) are one
+  device-independent value fitted to all rows. A device without rows of a class gets the median of the
+  per-device levels of the chips of its architecture where the fit has some (one generation runs the same
+  library kernels on the same units: CDNA 3's matrix units reach a smaller share of their datasheet peak
+  than Hopper's, MI300X 44 % and MI325X 53 % against 75-80 %), drawn towards the median of every device
+  (_shrunk), else of every device, one vote per device: the architecture's and the device-independent fit
   (profiles/_defaults.toml). A parameter no row informs (its rows move less than 1 % when it grows by
   half) keeps its starting value. Leave-one-device-out drops every row of a device, fits, and predicts
   that device's rows, which then can only use its architecture's and the device-independent values. The
@@ -77,6 +77,7 @@ PARAMETERS = {
     "softmax_memory_fraction": (0.8, 0.05, 1.0),
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "row_half_rows_per_unit": (4.0, 0.01, 1e3),
+    "norm_row_s": (1e-7, 1e-10, 1e-5),
     "copy_fraction": (0.85, 0.05, 1.0),
     "simple_step_s": (5e-6, 1e-8, 1e-3),
     "simple_fraction": (0.8, 0.05, 1.0),

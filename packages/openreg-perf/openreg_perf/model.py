@@ -15,7 +15,9 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
-            row-wise kernels, Note [Row-wise kernels])
+            row-wise kernels, Note [Row-wise kernels]; bytes to and from memory, less a long row's later
+            passes that L2 serves, Note [Rows read again]), plus, for a layer or RMS norm,
+            rows / chip.compute_units * e.norm_row_s (Note [Rows of a norm])
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
@@ -57,6 +59,23 @@ memory busy: NeuSight's layer norms of 500 rows reach 30-45 % of the bandwidth t
 on every device. The model scales the bandwidth of such a kernel (Cost.rows > 0) by
   occupancy = rows / (rows + e.row_half_rows_per_unit * chip.compute_units)
 (half of it at that many rows per compute unit), fitted to every device's rows at once.
+
+Note [Rows of a norm]
+PyTorch's layer norm (and RMS norm) gives each row a block that reduces it twice (mean, then variance)
+and synchronises its threads for each: a fixed time per row that streaming does not hide. The H200's
+layer norms over rows of 128 take 0.14 us per row per SM (BF16, 67 M elements: 555 us, 10 % of its
+bandwidth), where softmax's kernel for short rows, several rows to a warp, takes 117 us. A norm with
+rows (not a softmax) adds rows / chip.compute_units * e.norm_row_s, one value fitted to every device.
+
+Note [Rows read again]
+A row too long to keep on chip is read more than once (softmax: for its maximum, the sum of its
+exponentials, the result; Cost.reread_bytes is what the later passes read). Each block reads its row
+again right after the first pass, so the later passes come from L2 while the rows in flight (two
+blocks of 1,024 threads per compute unit) fit in it: 264 rows of 64 KiB on an H100 or H200 are 17 MiB
+of a 50 MB L2, and the H200's FP32 softmax over rows of 16,384 runs at 64 % of its bandwidth counting
+one pass (3.1 TB/s), 129 % counting three. Where they do not fit (a V100's 6 MB), every pass reads the
+device's memory. Turing runs one such block per SM, GA10x and Ada one and a half: there the model
+overstates what is in flight (a T4 is taken to spill rows of 64 KiB that its 4 MB would hold).
 """
 
 from __future__ import annotations
@@ -90,6 +109,9 @@ KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
                 ("conv", "input_weight_grad"): ("conv_input_grad_factor", "conv_weight_grad_factor"),
                 ("attention", "forward"): ("attention_forward_factor",),
                 ("attention", "backward"): ("attention_backward_factor",)}
+# Blocks of a long-row kernel (1,024 threads each) one compute unit runs at once: 2,048 threads per SM on
+# Pascal, Volta, the A100 and Hopper (Note [Rows read again]).
+ROWS_IN_FLIGHT_PER_UNIT = 2
 # Which memory fraction a kernel of each kind streams at.
 MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
 
@@ -130,8 +152,9 @@ def error_class(cost: Cost, precision: str | None = None) -> str:
 
 def roofline_seconds(cost: Cost, dtype: str | None, profile: Profile) -> float:
     """The plain datasheet roofline: max(FLOPs / peak, bytes / bandwidth), no launch cost, no efficiency,
-    at the peak of the precision the kernel runs in."""
-    return max(cost.flops / peak_rate(cost, dtype, profile), cost.bytes / profile.memory.bandwidth_bytes_per_s)
+    at the peak of the precision the kernel runs in, of the bytes that reach memory (memory_bytes)."""
+    return max(cost.flops / peak_rate(cost, dtype, profile),
+               memory_bytes(cost, profile) / profile.memory.bandwidth_bytes_per_s)
 
 
 def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Prediction:
@@ -146,13 +169,14 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
         memory, fixed = chosen.memory_seconds + chosen.reduction_seconds, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
-        memory = _memory_seconds(cost.bytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile))
+        memory = _memory_seconds(memory_bytes(cost, profile), profile, _memory_fraction(cost, profile),
+                                 _row_occupancy(cost, profile)) + _norm_rows_seconds(cost, profile)
     floor = profile.chip.graph_floor_s
     seconds = queued_seconds(max(compute, memory), profile)
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
-        bound, fraction = "memory", cost.bytes / (seconds * profile.memory.bandwidth_bytes_per_s)
+        bound, fraction = "memory", memory_bytes(cost, profile) / (seconds * profile.memory.bandwidth_bytes_per_s)
         fraction_of_bandwidth = _memory_fraction(cost, profile)  # a small transfer's latency
         fixed = profile.efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * fraction_of_bandwidth)
     if floor + fixed > seconds / 2 or seconds <= profile.chip.kernel_floor_s:
@@ -289,6 +313,22 @@ def _row_occupancy(cost: Cost, profile: Profile) -> float:
         return 1.0
     half = profile.efficiency.row_half_rows_per_unit * profile.chip.compute_units
     return cost.rows / (cost.rows + half)
+
+
+def _norm_rows_seconds(cost: Cost, profile: Profile) -> float:
+    """Note [Rows of a norm]: a layer or RMS norm's time per row, beyond the bytes it streams."""
+    if cost.kind != "norm" or not cost.rows or cost.role.startswith("softmax"):
+        return 0.0
+    return cost.rows / profile.chip.compute_units * profile.efficiency.norm_row_s
+
+
+def memory_bytes(cost: Cost, profile: Profile) -> float:
+    """The bytes a kernel moves to and from device memory: Note [Rows read again]."""
+    if not cost.reread_bytes or not cost.rows:
+        return cost.bytes
+    row_bytes = (cost.bytes_read - cost.reread_bytes) / max(cost.rows, 1)  # one pass over one row
+    in_flight = min(cost.rows, ROWS_IN_FLIGHT_PER_UNIT * profile.chip.compute_units)
+    return cost.bytes - cost.reread_bytes if in_flight * row_bytes <= profile.chip.l2_bytes else cost.bytes
 
 
 def _memory_seconds(nbytes: float, profile: Profile, fraction: float, occupancy: float = 1.0) -> float:

@@ -146,6 +146,7 @@ class Efficiency:
     softmax_memory_fraction: float  # ... softmax
     memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
     row_half_rows_per_unit: float  # rows per compute unit at which a row-wise kernel reaches half of its fraction
+    norm_row_s: float  # a layer or RMS norm's fixed time per row on one compute unit (model.py's Note [Rows of a norm])
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 
 

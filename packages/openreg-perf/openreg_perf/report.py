@@ -25,7 +25,7 @@ class KernelRecord:
     shapes: list
     dtypes: list
     flops: float
-    bytes: float
+    bytes: float  # to and from device memory (less what L2 serves: model.memory_bytes)
     seconds: float  # predicted
     bound: str  # compute, memory or latency
     achieved_fraction: float  # of the peak that bounds it
@@ -46,7 +46,7 @@ def kernel_records(timeline: Timeline) -> list[KernelRecord]:
         op = work.op
         records.append(KernelRecord(
             work.name, op.name if op else "", list(op.shapes) if op else [], list(op.dtypes) if op else [],
-            cost.flops if cost else 0.0, cost.bytes if cost else 0.0, item.seconds, item.bound,
+            cost.flops if cost else 0.0, item.nbytes, item.seconds, item.bound,
             item.achieved_fraction, item.category, work.device, work.stream, item.start_s,
             cost.known if cost else True, (item.precision or cost.precision) if cost else "fp32"))
     return records
@@ -208,7 +208,7 @@ def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) ->
     for item in timeline.items:
         work = item.work
         args = {"op": work.op.name if work.op else "", "bound": item.bound,
-                "flops": item.cost.flops if item.cost else 0, "bytes": item.cost.bytes if item.cost else 0}
+                "flops": item.cost.flops if item.cost else 0, "bytes": item.nbytes}
         events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": item.start_s * 1e6,
                        "dur": item.seconds * 1e6, "pid": f"predicted on {profile.name}, device {work.device}",
                        "tid": f"stream {work.stream}", "args": args})

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
 from .costs import Cost, cost_of, message_bytes
-from .model import MATRIX_KINDS, collective_seconds, copy_seconds, kernel_seconds
+from .model import MATRIX_KINDS, collective_seconds, copy_seconds, kernel_seconds, memory_bytes
 from .profile import Profile
 
 # occl's kernels (openreg-distributed's collectives) and the collective of the model each one is.
@@ -81,6 +81,11 @@ class Predicted:
     achieved_fraction: float = 0.0
     cost: Cost | None = None
     precision: str | None = None  # what it ran in, where it differs from the cost's own (TF32 for FP32)
+    memory_bytes: float | None = None  # to and from device memory where L2 serves some (model.memory_bytes)
+
+    @property
+    def nbytes(self) -> float:  # to and from device memory
+        return self.memory_bytes if self.memory_bytes is not None else (self.cost.bytes if self.cost else 0.0)
 
     @property
     def end_s(self) -> float:
@@ -253,7 +258,8 @@ class _Replay:
         if _is_multi_tensor(work):  # Note [Multi-tensor kernels]: each further chunk is a kernel of its own
             launches, chip = multi_tensor_launches(work.op), self.profile.chip
             seconds = max(launches * chip.kernel_floor_s, seconds + (launches - 1) * chip.graph_floor_s)
-        return seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost, precision
+        return (seconds, category, prediction.bound, prediction.achieved_fraction_of_peak, cost, precision,
+                memory_bytes(cost, self.profile))
 
     def _precision(self, cost: Cost) -> str | None:
         """TF32 for an FP32 matrix kernel where PyTorch's flags allowed it (Trace.tf32_*), else the cost's."""

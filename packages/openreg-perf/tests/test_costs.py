@@ -291,11 +291,18 @@ def test_softmax_reads_a_long_row_three_times():
     result = cost("aten::_softmax", [[4, 32768], [], []], [F16, "Scalar", "Scalar"], [None, -1, False])
     elements = 4 * 32768
     check(result, 5 * elements, 3 * elements * 2, elements * 2, "norm")
+    assert (result.rows, result.reread_bytes, result.role) == (4, 2 * elements * 2, "softmax")
 
 
 def test_softmax_backward():
-    check(cost("aten::_softmax_backward_data", [[4, 10], [4, 10], [], []], [F32, F32, "Scalar", "Scalar"],
-               [None, None, -1, 6]), 4 * 40, 2 * 160, 160, "norm")
+    short = cost("aten::_softmax_backward_data", [[4, 10], [4, 10], [], []], [F32, F32, "Scalar", "Scalar"],
+                 [None, None, -1, 6])
+    check(short, 4 * 40, 2 * 160, 160, "norm")
+    assert (short.rows, short.reread_bytes, short.role) == (4, 0, "softmax_backward")
+    long_rows = cost("aten::_softmax_backward_data", [[4, 16384], [4, 16384], [], []], [F32, F32, "Scalar", "Scalar"],
+                     [None, None, -1, 6])
+    both = 2 * 4 * 16384 * 4  # grad and output, read twice
+    assert (long_rows.bytes_read, long_rows.reread_bytes) == (2 * both, both)
 
 
 def test_layer_norm_forward_writes_statistics_per_row():

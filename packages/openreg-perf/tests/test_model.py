@@ -172,22 +172,74 @@ def test_a_forward_convolution_is_never_split():
     assert kernel_seconds(conv, None, v100).seconds == pytest.approx(0.58e-3, rel=0.35)
 
 
+def layer_norm(rows, width, dtype="float"):
+    return cost_of(OpCall("aten::native_layer_norm", [[rows, width], [], [width], [width], []],
+                          [dtype, "ScalarList", dtype, dtype, "Scalar"], [None, [width], None, None, 1e-5]))
+
+
+def softmax(rows, width, dtype="float"):
+    return cost_of(OpCall("aten::_softmax", [[rows, width], [], []], [dtype, "Scalar", "Scalar"], [None, -1, False]))
+
+
 def test_a_row_wise_kernel_needs_rows_to_fill_the_device():
     """Note [Row-wise kernels]: a layer norm over few long rows reaches a smaller share of the bandwidth
-    than the same bytes in many short rows; at row_half_rows_per_unit rows per compute unit, half."""
-    def layer_norm(rows, width):
-        return cost_of(OpCall("aten::native_layer_norm", [[rows, width], [], [width], [width], []],
-                              ["float", "ScalarList", "float", "float", "Scalar"], [None, [width], None, None, 1e-5]))
+    than the same bytes in many short rows; at row_half_rows_per_unit rows per compute unit, half. (Without
+    Note [Rows of a norm]'s time per row, which short rows pay.)"""
+    h100 = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0))
     few, many = layer_norm(512, 1 << 14), layer_norm(1 << 14, 512)
     assert (few.rows, many.rows) == (512, 1 << 14)
-    assert kernel_seconds(few, None, H100).seconds > 1.5 * kernel_seconds(many, None, H100).seconds
-    half = H100.efficiency.row_half_rows_per_unit * H100.chip.compute_units
+    assert kernel_seconds(few, None, h100).seconds > 1.5 * kernel_seconds(many, None, h100).seconds
+    half = h100.efficiency.row_half_rows_per_unit * h100.chip.compute_units
     at_half = layer_norm(round(half), 1 << 14)
-    full = replace(H100, efficiency=replace(H100.efficiency, row_half_rows_per_unit=0.0))
-    memory_part = kernel_seconds(at_half, None, H100).seconds - H100.chip.graph_floor_s
-    assert memory_part > 1.8 * (kernel_seconds(at_half, None, full).seconds - H100.chip.graph_floor_s)
+    full = replace(h100, efficiency=replace(h100.efficiency, row_half_rows_per_unit=0.0))
+    memory_part = kernel_seconds(at_half, None, h100).seconds - h100.chip.graph_floor_s
+    assert memory_part > 1.8 * (kernel_seconds(at_half, None, full).seconds - h100.chip.graph_floor_s)
     add_ = add(1 << 20)
-    assert add_.rows == 0 and kernel_seconds(add_, None, full).seconds == kernel_seconds(add_, None, H100).seconds
+    assert add_.rows == 0 and kernel_seconds(add_, None, full).seconds == kernel_seconds(add_, None, h100).seconds
+
+
+def test_a_norm_takes_a_fixed_time_per_row_and_softmax_does_not():
+    """Note [Rows of a norm]: rows / compute units * norm_row_s on top of a layer norm's bytes; a softmax over the
+    same rows (several to a warp) pays nothing per row."""
+    without = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0))
+    rows = 1 << 19
+    norm, short_softmax = layer_norm(rows, 128, BF16), softmax(rows, 128, BF16)
+    added = kernel_seconds(norm, None, H100).seconds - kernel_seconds(norm, None, without).seconds
+    assert H100.efficiency.norm_row_s > 0
+    assert added == pytest.approx(rows / H100.chip.compute_units * H100.efficiency.norm_row_s, rel=1e-6)
+    assert kernel_seconds(short_softmax, None, H100).seconds == kernel_seconds(short_softmax, None, without).seconds
+
+
+def test_softmax_backward_and_batch_norm_pay_no_time_per_row():
+    """Only a layer or RMS norm pays Note [Rows of a norm]'s time per row: softmax's backward (rows several to a
+    warp, and the norms' memory fraction) and batch norm (statistics per channel, no rows) do not."""
+    without = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0))
+    other_softmax = replace(H100, efficiency=replace(H100.efficiency, softmax_memory_fraction=0.05))
+    rows = 1 << 19
+    backward = cost_of(OpCall("aten::_softmax_backward_data", [[rows, 128], [rows, 128], [], []],
+                              [BF16, BF16, "Scalar", "Scalar"], [None, None, -1, 15]))
+    batch_norm = cost_of(OpCall("aten::native_batch_norm", [[64, 256, 56, 56], [256], [256], [256], [256], [], [], []],
+                                [BF16] * 5 + ["Scalar"] * 3, [None] * 5 + [True, 0.1, 1e-5]))
+    for cost in (backward, batch_norm):
+        assert kernel_seconds(cost, None, H100).seconds == kernel_seconds(cost, None, without).seconds
+    assert kernel_seconds(backward, None, other_softmax).seconds == kernel_seconds(backward, None, H100).seconds
+
+
+def test_a_long_rows_later_passes_come_from_l2_where_the_rows_in_flight_fit():
+    """Note [Rows read again]: softmax over rows of 64 KiB reads each row three times; with the rows in flight in
+    L2 (an H100's 50 MB) only the first read and the write reach memory, in a 1 MB L2 all four do."""
+    long_rows = softmax(1 << 12, 1 << 14)  # FP32 rows of 64 KiB, 256 MiB in all
+    assert long_rows.reread_bytes == 2 * long_rows.bytes_written
+    small_l2 = replace(H100, chip=replace(H100.chip, l2_bytes=1e6))
+    fits = kernel_seconds(long_rows, None, H100).seconds - H100.chip.graph_floor_s
+    spills = kernel_seconds(long_rows, None, small_l2).seconds - H100.chip.graph_floor_s
+    assert spills / fits == pytest.approx(2.0, rel=0.02)  # 4 x 256 MiB against 2 x 256 MiB
+    short_rows = softmax(1 << 16, 1 << 10)  # on chip: read once wherever
+    assert short_rows.reread_bytes == 0
+    assert kernel_seconds(short_rows, None, small_l2).seconds == kernel_seconds(short_rows, None, H100).seconds
+    # The datasheet roofline counts the bytes that reach memory too: never above the model's time.
+    assert roofline_seconds(long_rows, None, H100) < kernel_seconds(long_rows, None, H100).seconds
+    assert roofline_seconds(long_rows, None, small_l2) == pytest.approx(2 * roofline_seconds(long_rows, None, H100))
 
 
 def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():

@@ -78,8 +78,11 @@ class Cost:
     precision: str = "fp32"  # which of the profile's peak rates applies
     matrix: MatrixShape | None = field(default=None, compare=False)
     transcendentals: float = 0.0  # exp, log, tanh, erf, ...: counted apart from FLOPs (special-function units)
-    role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad"
+    role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad";
+    #                 a row-wise kernel's: "softmax", "softmax_backward" ("" for the norms)
     rows: int = 0  # a row-wise kernel's independent rows (softmax, layer norm): one block each, see model.py
+    reread_bytes: float = 0.0  # of bytes_read, a row-wise kernel's later passes over its rows (model.py's
+    #                            Note [Rows read again]): from L2, where the rows in flight fit in it
 
     @property
     def bytes(self) -> float:
@@ -234,7 +237,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
-          role="", rows=0) -> Cost:
+          role="", rows=0, reread=0) -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
     return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
-                role, rows)
+                role, rows, float(reread))

@@ -114,6 +114,8 @@ def _scan(name: str, args: _Args) -> Cost:
 
 # A row longer than what one block can keep on chip (48 KiB, CUDA's default shared memory per block)
 # is read three times by PyTorch's softmax kernel: for the max, the sum of exponentials, the result.
+# The second and third reads come from L2 where the rows in flight fit in it (model.py's Note [Rows
+# read again]).
 SOFTMAX_ON_CHIP_ROW_BYTES = 48 * 1024
 SOFTMAX_LONG_ROW_PASSES = 3
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, sum, divide
@@ -127,7 +129,8 @@ def _softmax(name: str, args: _Args) -> Cost:
     row = source.shape[args.value("dim", -1) % len(source.shape)] if source.shape else 1
     passes = SOFTMAX_LONG_ROW_PASSES if row * element_size(source.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", SOFTMAX_FLOPS_PER_ELEMENT * source.numel, passes * source.nbytes, source.nbytes, source,
-                 transcendentals=source.numel, role="softmax", rows=source.numel // max(row, 1))  # one exp per element
+                 transcendentals=source.numel, role="softmax", rows=source.numel // max(row, 1),  # one exp per element
+                 reread=(passes - 1) * source.nbytes)
 # LITERALINCLUDE END: SOFTMAX_RULE
 
 
@@ -139,7 +142,7 @@ def _softmax_backward(name: str, args: _Args) -> Cost:
     row = grad.shape[args.value("dim", -1) % len(grad.shape)] if grad.shape else 1
     passes = 2 if row * element_size(grad.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
     return _cost("norm", 4 * grad.numel, passes * _bytes([grad, output]), grad.nbytes, grad,
-                 rows=grad.numel // max(row, 1))
+                 role="softmax_backward", rows=grad.numel // max(row, 1), reread=(passes - 1) * _bytes([grad, output]))
 
 
 NORM_FLOPS_PER_ELEMENT = 8  # mean, variance, normalise, scale and shift
