@@ -377,9 +377,17 @@ def _build_section(record: type, values: dict, section: str, path: str):
         if key not in values:
             if field_defaults.get(key, MISSING) is not MISSING:
                 continue  # an optional field: the record's default
-            raise ProfileError(f"{where} is missing")
+            raise ProfileError(f"{where} is missing{_newer_field_hint(section, key)}")
         checked[key] = _check_value(values[key], type_name, key, where)
     return record(**checked)
+
+
+def _newer_field_hint(section: str, key: str) -> str:
+    """What a profile written before the field existed (a vendor's, calibrate-host's cached one) can add."""
+    default = _defaults_table().get(section, {}).get(key) if section in OPTIONAL_SECTIONS else None
+    return "" if default is None else (
+        f"; a profile older than the field can take the device-independent {key} = {default:g} "
+        f"(profiles/_defaults.toml) or leave [{section}] out (a host profile: run calibrate-host again)")
 
 
 def _check_value(value, type_name: str, key: str, where: str):

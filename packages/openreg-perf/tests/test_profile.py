@@ -97,6 +97,20 @@ def test_missing_field_is_refused(tmp_path):
     _refused(path, "'peak.bf16_flops_per_s'", "missing")
 
 
+def test_a_profile_older_than_a_field_is_told_what_to_add(tmp_path):
+    """A profile written before a field of [efficiency] existed (a vendor's, or calibrate-host's cached one) is
+    refused with the device-independent value to add, which then loads."""
+    line = next(line for line in open(load_profile("h100-sxm").path).read().splitlines()
+                if line.startswith("norm_row_s"))
+    message = _refused(_variant(tmp_path, line + "\n", ""), "'efficiency.norm_row_s' is missing", "calibrate-host")
+    suggested = message.split("device-independent ")[1].split(" (profiles")[0]
+    default = defaults()["efficiency"].norm_row_s
+    assert suggested == f"norm_row_s = {default:g}"
+    assert load_profile(_variant(tmp_path, line, suggested)).efficiency.norm_row_s == default
+    _refused(_variant(tmp_path, "bf16_flops_per_s = 989.4e12", ""), "missing")  # a datasheet field: no such hint
+    assert "calibrate-host" not in _refused(_variant(tmp_path, "bf16_flops_per_s = 989.4e12", ""), "missing")
+
+
 def test_an_optional_field_left_out_takes_its_default_and_a_present_one_is_checked(tmp_path):
     line = next(line for line in open(load_profile("h100-sxm").path).read().splitlines()
                 if line.startswith("batched_simt_tiles"))
