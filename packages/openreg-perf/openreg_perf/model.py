@@ -162,21 +162,21 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     matrix products of FP32 tensors) or None for the cost's own precision. Views take no time."""
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
-    peak = peak_rate(cost, dtype, profile)
+    peak, nbytes = peak_rate(cost, dtype, profile), memory_bytes(cost, profile)
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
         chosen = matrix_kernel(cost, dtype, profile)
         compute = chosen.compute_seconds + chosen.reduction_seconds
         memory, fixed = chosen.memory_seconds + chosen.reduction_seconds, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
-        memory = _memory_seconds(memory_bytes(cost, profile), profile, _memory_fraction(cost, profile),
+        memory = _memory_seconds(nbytes, profile, _memory_fraction(cost, profile),
                                  _row_occupancy(cost, profile)) + _norm_rows_seconds(cost, profile)
     floor = profile.chip.graph_floor_s
     seconds = queued_seconds(max(compute, memory), profile)
     if compute >= memory:
         bound, fraction = "compute", cost.flops / (seconds * peak)
     else:
-        bound, fraction = "memory", memory_bytes(cost, profile) / (seconds * profile.memory.bandwidth_bytes_per_s)
+        bound, fraction = "memory", nbytes / (seconds * profile.memory.bandwidth_bytes_per_s)
         fraction_of_bandwidth = _memory_fraction(cost, profile)  # a small transfer's latency
         fixed = profile.efficiency.memory_half_bytes / (profile.memory.bandwidth_bytes_per_s * fraction_of_bandwidth)
     if floor + fixed > seconds / 2 or seconds <= profile.chip.kernel_floor_s:
@@ -326,7 +326,7 @@ def memory_bytes(cost: Cost, profile: Profile) -> float:
     """The bytes a kernel moves to and from device memory: Note [Rows read again]."""
     if not cost.reread_bytes or not cost.rows:
         return cost.bytes
-    row_bytes = (cost.bytes_read - cost.reread_bytes) / max(cost.rows, 1)  # one pass over one row
+    row_bytes = (cost.bytes_read - cost.reread_bytes) / cost.rows  # one pass over one row
     in_flight = min(cost.rows, ROWS_IN_FLIGHT_PER_UNIT * profile.chip.compute_units)
     return cost.bytes - cost.reread_bytes if in_flight * row_bytes <= profile.chip.l2_bytes else cost.bytes
 

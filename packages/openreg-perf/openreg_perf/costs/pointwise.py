@@ -141,8 +141,9 @@ def _softmax_backward(name: str, args: _Args) -> Cost:
     grad, output = args.tensor("grad_output"), args.tensor("output")
     row = grad.shape[args.value("dim", -1) % len(grad.shape)] if grad.shape else 1
     passes = 2 if row * element_size(grad.dtype) > SOFTMAX_ON_CHIP_ROW_BYTES else 1
-    return _cost("norm", 4 * grad.numel, passes * _bytes([grad, output]), grad.nbytes, grad,
-                 role="softmax_backward", rows=grad.numel // max(row, 1), reread=(passes - 1) * _bytes([grad, output]))
+    both = _bytes([grad, output])
+    return _cost("norm", 4 * grad.numel, passes * both, grad.nbytes, grad, role="softmax_backward",
+                 rows=grad.numel // max(row, 1), reread=(passes - 1) * both)
 
 
 NORM_FLOPS_PER_ELEMENT = 8  # mean, variance, normalise, scale and shift
