@@ -198,6 +198,10 @@ def build_environment() -> dict:
     if shutil.which("ccache"):
         env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
         env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+        # ccache caches sources compiled with a precompiled header only when told that
+        # __DATE__/__TIME__ and the header's own definitions may be ignored
+        # (Note [Precompiled PyTorch headers] in packages/torch-openreg/CMakeLists.txt).
+        env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
     return env
 
 
