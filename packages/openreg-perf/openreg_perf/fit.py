@@ -234,6 +234,7 @@ class Evaluated:
     predicted_seconds: float  # by the fit without this row's device (held out)
     in_sample_seconds: float  # by the fit on every row
     roofline_seconds: float
+    held_out_fit: Fit  # the fit without this row's device, which predicted it
 
     def error(self, predicted: float) -> float:
         """Signed relative error: positive when predicted too slow."""
@@ -261,9 +262,10 @@ def evaluate(cases: list[Case]) -> tuple[Fit, list[Evaluated]]:
     results = []
     for case in cases:
         profile = device_profile(case.device)
-        unseen = held_out_fits[case.device].unseen(profile.architecture)
-        results.append(Evaluated(case, predicted_seconds(case, unseen),
-                                 predicted_seconds(case, full.parameters(case.device)), case.roofline(profile)))
+        held_out = held_out_fits[case.device]
+        results.append(Evaluated(case, predicted_seconds(case, held_out.unseen(profile.architecture)),
+                                 predicted_seconds(case, full.parameters(case.device)), case.roofline(profile),
+                                 held_out))
     return full, results
 
 

@@ -3,8 +3,13 @@ determinism, and the calibration targets it meets against published measurements
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
+import openreg_perf
 import pytest
 from openreg_perf import fit, published
 from openreg_perf.costs import OpCall, cost_of
@@ -19,6 +24,7 @@ from openreg_perf.model import (
 )
 from openreg_perf.profile import Matrix, held_out_errors, list_profiles, load_profile
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 H100 = load_profile("h100-sxm")
 A100 = load_profile("a100-sxm-80gb")
 HALF = "c10::Half"
@@ -433,24 +439,42 @@ def test_the_model_beats_the_roofline_where_it_is_not_said_otherwise(calibration
             assert summary.model_mape < summary.roofline_mape, name
 
 
-def test_the_fit_is_deterministic(calibration, perf_bench):
-    cases, _ = perf_bench.calibration_cases()
-    assert fit.fit(cases) == calibration.full_fit
+FIT_TWO_DEVICES = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+from openreg_perf import fit
+cases, _ = bench.calibration_cases()
+print(repr(fit.fit([case for case in cases if case.device in ("h100-sxm", "mi325x")])))
+"""
 
 
-def test_a_chip_no_row_informs_takes_its_architectures_levels(calibration, perf_bench):
+def test_the_fit_is_the_same_in_every_process():
+    """Two processes, each with its own order of sets and dicts of strings (PYTHONHASHSEED), fit the same
+    rows to the same parameters, to the last bit. (The bundled profiles, written by another process,
+    carry the full fit: test_bundled_profiles_carry_the_fitted_parameters.)"""
+    path = str(REPO_ROOT / "tools" / "bench" / "perf_model.py")
+    importable = str(Path(openreg_perf.__file__).parents[1])  # this source tree, or the installed package
+    fits = [subprocess.run([sys.executable, "-c", FIT_TWO_DEVICES, path], capture_output=True, text=True,
+                           check=True, timeout=300,
+                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": importable}).stdout
+            for seed in ("1", "2")]
+    assert fits[0] == fits[1] and fits[0].startswith("Fit(")
+
+
+def test_a_chip_no_row_informs_takes_its_architectures_levels(calibration):
     """Held out, the MI300X is predicted with the CDNA 3 chips' levels (the MI325X's, drawn towards every
     device's median as far as ARCHITECTURE_PRIOR devices pull), where the NVIDIA chips' matrix units
     reach a larger share of their peak."""
-    cases, _ = perf_bench.calibration_cases()
-    without = fit.fit([case for case in cases if case.device != "mi300x"])
+    mi300x = [row for row in calibration.rows if row.case.device == "mi300x" and row.case.error_class == "gemm_tensor"]
+    without = mi300x[0].held_out_fit
     cdna3, anyone = without.unseen("cdna3"), without.unseen("")
     sibling, everyone = without.per_device["mi325x"]["gemm_16bit_fraction"], anyone["gemm_16bit_fraction"]
     weight = 1 / (1 + fit.ARCHITECTURE_PRIOR)
     assert cdna3["gemm_16bit_fraction"] == pytest.approx(sibling ** weight * everyone ** (1 - weight))
     assert sibling < cdna3["gemm_16bit_fraction"] < everyone
-    mi300x = [row for row in calibration.rows if row.case.device == "mi300x" and row.case.error_class == "gemm_tensor"]
-    assert mi300x and all(row.predicted_seconds == fit.predicted_seconds(row.case, cdna3) for row in mi300x)
+    assert all(row.predicted_seconds == fit.predicted_seconds(row.case, cdna3) for row in mi300x)
     # A chip of an architecture no row informs (the MI250X, CDNA 2) takes the device-independent levels.
     assert load_profile("mi250x").efficiency.gemm_16bit_fraction == pytest.approx(
         calibration.full_fit.shared["gemm_16bit_fraction"], rel=1e-3)
