@@ -47,7 +47,7 @@ from dev import (  # noqa: E402  (after the path line: tools/ is not a package)
 
 COMBINATION_ENVS = ROOT / "build" / "combinations"
 TORCH_OPENREG_TESTS = ROOT / "packages" / "torch-openreg" / "tests"
-DISTRIBUTED_TESTS = ROOT / "packages" / "openreg-distributed" / "tests"
+DISTRIBUTED_COLLECTIVES_TESTS = ROOT / "packages" / "openreg-distributed" / "tests" / "test_collectives.py"
 OPENREG_OVERRIDES = TORCH_OPENREG_TESTS / "conformance_overrides.py"  # the conformance kit's, for openreg
 
 # LITERALINCLUDE START: COMBINATIONS
@@ -294,10 +294,14 @@ def build_plain_wheel(name: str) -> Path:
 
 
 def test_plain_path(args: list[str]) -> None:
-    """The whole suites of torch-openreg (but its speed layers' own tests) and
-    openreg-distributed, on both built without their speed layers, in an
-    environment of its own with the other packages as built against the full
-    ones (the public kernel API is the same)."""
+    """torch-openreg's whole suite (but its speed layers' own tests) and
+    openreg-distributed's collectives, on both built without their speed
+    layers, in an environment of its own with the other packages as built
+    against the full ones (the public kernel API is the same). occl's speed
+    layer replaces one thing, an allreduce's body over IPC, so its plain path
+    differs from the full build only there: the collectives' suite, which
+    compares every collective, op and dtype with gloo's, covers it; the rest
+    of occl's suite runs once, on the full build (combination-distributed)."""
     plain = [build_plain_wheel(name) for name in SPEED_LAYER_OPTIONS]
     python = environment_python(make_environment("plain", (*combination_groups("all"), "models")))
     run(python, "-m", "pip", "uninstall", "--quiet", "--yes", *[p.name for p in PACKAGES])
@@ -307,7 +311,7 @@ def test_plain_path(args: list[str]) -> None:
     run(python, "-c", "import torch, torch_openreg._C as c, openreg_distributed._C as occl; "
                       "assert not c._fast_paths_enabled() and not occl._speed_layer_installed(), 'speed layers'")
     run(python, "-m", "pytest", *CI_PYTEST, TORCH_OPENREG_TESTS, f"--ignore={SPEED_LAYER_TESTS}",
-        DISTRIBUTED_TESTS, *args, env=ALL)
+        DISTRIBUTED_COLLECTIVES_TESTS, *args, env=ALL)
     # PyTorch's operator and module databases against the CPU, as a vendor runs them (the kit's command).
     run(python, "-m", "openreg_conformance", "--device", "openreg", "--groups", "operators",
         "--overrides", OPENREG_OVERRIDES, "--log", BUILD_LOGS / "plain-operators.log",
