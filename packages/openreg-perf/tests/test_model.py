@@ -451,7 +451,7 @@ print(repr(fit.fit([case for case in cases if case.device in ("h100-sxm", "mi325
 
 
 def test_the_fit_is_the_same_in_every_process():
-    """Two processes, each with its own order of sets and dicts of strings (PYTHONHASHSEED), fit the same
+    """Two processes, each with its own iteration order of sets of strings (PYTHONHASHSEED), fit the same
     rows to the same parameters, to the last bit. (The bundled profiles, written by another process,
     carry the full fit: test_bundled_profiles_carry_the_fitted_parameters.)"""
     path = str(REPO_ROOT / "tools" / "bench" / "perf_model.py")
