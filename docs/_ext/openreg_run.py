@@ -2,9 +2,10 @@
 
 The page shows the snippet and the output of that very run (stdout and stderr
 as a terminal shows them), so shown output cannot go stale. Each snippet runs
-in a fresh interpreter of the build's environment, in a temporary directory,
-with only the OPENREG/TORCH settings the directive names; machine paths are
-scrubbed from the output. It is not a test runner: keep snippets short.
+in an interpreter of its own (fresh, or forked from one that has imported
+torch: Note [A warm interpreter]) of the build's environment, in a temporary
+directory, with only the OPENREG/TORCH settings the directive names; machine
+paths are scrubbed from the output. It is not a test runner: keep snippets short.
 
     ```{openreg-run}
     :file: oom.py                       (optional: saved under this name, command shown)
@@ -21,12 +22,18 @@ A directive with :file: and no body runs the snippet saved earlier in the
 same page under that name again (e.g. with other settings).
 """
 
+import ast
+import atexit
+import json
 import os
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -38,7 +45,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_SECONDS = 120
+TIMEOUT_SECONDS = 120  # conf.py's openreg_run_timeout replaces it
 # Settings of the caller's shell must not change what a page shows.
 CLEARED_PREFIXES = ("OPENREG_", "TORCH_", "PYTORCH_")
 logger = logging.getLogger(__name__)
@@ -71,26 +78,133 @@ def snippet_environment(settings: list[str]) -> dict:
 
 
 def run_snippet(code: str, file: str | None, settings: list[str], args: list[str],
-                image: str | None = None) -> tuple[int | None, str, float, str | None]:
-    """Exit status (None on timeout), scrubbed output, seconds taken of one run, and the text of the
-    SVG picture named `image` that it wrote (None if it wrote none)."""
+                image: str | None = None) -> tuple[int | None, str, float, str | None, str]:
+    """Exit status (None on timeout), scrubbed output, seconds taken of one run, the text of the
+    SVG picture named `image` that it wrote (None if it wrote none), and "fresh" or "warm"."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="openreg-run-") as workdir:
         if file:
             Path(workdir, file).write_text(code)
-            command, stdin = [sys.executable, *args, file], None
+        warm = None if settings or args or not starts_by_importing_torch(code) else WarmInterpreter.get()
+        if warm is not None:
+            returncode, output = warm.run(code, file, workdir)
         else:
-            command, stdin = [sys.executable, *args, "-"], code  # tracebacks say <stdin>
-        try:
-            finished = subprocess.run(command, cwd=workdir, env=snippet_environment(settings), input=stdin,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      timeout=TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired as expired:
-            output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
-            return None, scrub(output, workdir), time.monotonic() - started, None
+            returncode, output = run_in_a_fresh_interpreter(code, file, settings, args, workdir)
         picture = Path(workdir, image) if image else None
         svg = picture.read_text() if picture and picture.is_file() else None
-        return finished.returncode, scrub(finished.stdout, workdir), time.monotonic() - started, svg
+        return returncode, scrub(output, workdir), time.monotonic() - started, svg, "warm" if warm else "fresh"
+
+
+def run_in_a_fresh_interpreter(code: str, file: str | None, settings: list[str], args: list[str],
+                               workdir: str) -> tuple[int | None, str]:
+    if file:
+        command, stdin = [sys.executable, *args, file], None
+    else:
+        command, stdin = [sys.executable, *args, "-"], code  # tracebacks say <stdin>
+    try:
+        finished = subprocess.run(command, cwd=workdir, env=snippet_environment(settings), input=stdin,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired as expired:
+        output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
+        return None, output
+    return finished.returncode, finished.stdout
+
+
+# Note [A warm interpreter]
+# Nearly every snippet begins with `import torch`, which costs a fresh
+# interpreter about 1.3 s of CPU, more than most snippets then take. A
+# snippet with no :env: and no :args: whose first statements import torch
+# (after nothing but imports of the standard library) runs instead in a
+# child forked from one interpreter that has already imported torch (and,
+# through torch's autoload, openreg's backend) with the very environment
+# such a snippet gets (docs/_ext/warm_interpreter.py). The child starts where
+# a fresh `python -` stands after that import, runs the rest, and exits as
+# one does (threads joined, atexit handlers run). Any other snippet runs
+# fresh: one that sets environment variables or sizes the devices before
+# importing torch must come first. The warm interpreter never touches the
+# device, so its children may use it (a child of a parent that did could
+# not, as with CUDA). If it prints anything while it starts, the snippets
+# would not show it, so every snippet then runs fresh.
+def starts_by_importing_torch(code: str) -> bool:
+    try:
+        statements = ast.parse(code).body
+    except SyntaxError:
+        return False  # a fresh interpreter reports it as Python does
+    for statement in statements:
+        if isinstance(statement, ast.Import):
+            modules = [alias.name for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0:
+            modules = [statement.module or ""]
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring
+        else:
+            return False
+        if any(module.partition(".")[0] == "torch" for module in modules):
+            return True
+        if not all(module.partition(".")[0] in sys.stdlib_module_names for module in modules):
+            return False
+    return False
+
+
+class WarmInterpreter:
+    _lock = threading.Lock()
+    _tried = False
+    _the_one: "WarmInterpreter | None" = None
+
+    @classmethod
+    def get(cls) -> "WarmInterpreter | None":
+        """The build's warm interpreter, started at the first call; None if it cannot be used."""
+        with cls._lock:
+            if not cls._tried:
+                cls._tried, cls._the_one = True, cls._start()
+            return cls._the_one
+
+    @classmethod
+    def _start(cls) -> "WarmInterpreter | None":
+        folder = tempfile.mkdtemp(prefix="openreg-warm-")
+        path = os.path.join(folder, "socket")
+        process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_interpreter.py")), path],
+                                   cwd=folder, env=snippet_environment([]), stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first_line = process.stdout.readline()
+        if first_line != "ready\n":
+            logger.info("openreg-run: every snippet runs in a fresh interpreter; the warm one printed %r",
+                        first_line + process.stdout.read(2000))
+            process.kill()
+            return None
+        warm = WarmInterpreter(process, folder, path)
+        atexit.register(warm.stop)
+        return warm
+
+    def __init__(self, process: subprocess.Popen, folder: str, path: str) -> None:
+        self.process, self.folder, self.path = process, folder, path
+
+    def run(self, code: str, file: str | None, workdir: str) -> tuple[int | None, str]:
+        output = tempfile.NamedTemporaryFile(dir=self.folder, delete=False).name  # not in the snippet's directory
+        request = {"code": code, "file": file, "workdir": workdir, "output": output}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.path)
+            connection.sendall(json.dumps(request).encode())
+            connection.shutdown(socket.SHUT_WR)
+            connection.settimeout(TIMEOUT_SECONDS)
+            replies = connection.makefile("r")
+            child = int(replies.readline())
+            try:
+                returncode = int(replies.readline())
+            except TimeoutError:
+                os.kill(child, signal.SIGKILL)
+                returncode = None
+        text = Path(output).read_text()
+        os.unlink(output)
+        return returncode, text
+
+    def stop(self) -> None:
+        self.process.stdin.close()  # the warm interpreter exits when its input ends
+        self.process.wait(timeout=30)
+        for name in os.listdir(self.folder):
+            os.unlink(os.path.join(self.folder, name))
+        os.rmdir(self.folder)
 
 
 class snippet_output(nodes.General, nodes.Element):
@@ -164,8 +278,8 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """Replaces each placeholder with the output of its run, waiting for it."""
     for placeholder in list(doctree.findall(snippet_output)):
         key, expected = placeholder["key"], placeholder["returncode"]
-        returncode, output, seconds, svg = start_run(key).result()
-        logger.verbose("openreg-run %s:%s took %.1f s", key[5], key[6], seconds)  # shown with -v
+        returncode, output, seconds, svg, how = start_run(key).result()
+        logger.verbose("openreg-run %s:%s took %.1f s (%s)", key[5], key[6], seconds, how)  # shown with -v
         if returncode != expected:
             status = "timed out" if returncode is None else f"exited with status {returncode}"
             logger.warning("openreg-run: the snippet %s, expected %d; its output:\n%s", status, expected,
@@ -182,7 +296,14 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         placeholder.replace_self(shown)
 
 
+def read_settings(app: Sphinx, config) -> None:
+    global TIMEOUT_SECONDS
+    TIMEOUT_SECONDS = config.openreg_run_timeout
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_config_value("openreg_run_timeout", TIMEOUT_SECONDS, "env")  # seconds a snippet may run
+    app.connect("config-inited", read_settings)
     app.add_node(snippet_output)
     app.add_directive("openreg-run", OpenRegRun)
     app.connect("doctree-resolved", fill_in_outputs)

@@ -6,27 +6,32 @@ import html as html_text
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSIONS = REPO / "docs" / "_ext"
 
 
-def build_site(tmp_path: Path, page: str, repo: Path | None = None) -> tuple[subprocess.CompletedProcess, str]:
-    """Builds a site whose only page is `page`; returns the run and the page's
-    text (HTML tags removed, so highlighted code reads as written)."""
+def build_site(tmp_path: Path, page: str, repo: Path | None = None, conf: str = "",
+               verbose: bool = False) -> tuple[subprocess.CompletedProcess, str]:
+    """Builds a site whose only page is `page` (conf.py ends with `conf`); returns
+    the run and the page's text (HTML tags removed, so highlighted code reads as
+    written). `verbose` logs each snippet's run."""
     source = tmp_path / "site"
     source.mkdir()
     checked = repo or make_repo(tmp_path / "repo", {})
     (source / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(EXTENSIONS)!r})\n"
         "extensions = ['myst_parser', 'quote_check', 'openreg_run']\n"
-        f"quote_check_root = {str(checked)!r}\n"
+        f"quote_check_root = {str(checked)!r}\n" + conf
     )
     (source / "index.md").write_text(page)
     run = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html", str(source),
-         str(tmp_path / "out")],
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-v" if verbose else "-q", "-b", "html",
+         str(source), str(tmp_path / "out")],
         capture_output=True, text=True, timeout=300,
     )
     html = tmp_path / "out" / "index.html"
@@ -162,3 +167,68 @@ def test_the_site_opens_at_index_html_when_its_start_page_has_another_name(tmp_p
     run = build_pages(tmp_path, {"README": "# Start\n\n" + toctree("first"), "first": "# First\n"}, root_doc="README")
     assert run.returncode == 0, run.stderr
     assert 'url=README.html' in (tmp_path / "out" / "index.html").read_text()
+
+
+# A snippet that shows what a fresh interpreter would: its name, arguments and
+# path, a thread joined and an atexit handler run at exit, and the traceback
+# of the error it ends with.
+TELLS_WHERE_IT_RUNS = [
+    "import torch",
+    "import atexit, sys, threading, time",
+    "print(__name__, sys.argv, sys.orig_argv[1:], repr(sys.path[0])[:2], __spec__)",
+    "print(sorted(globals())[:9], type(__loader__).__name__)",
+    "atexit.register(print, 'atexit handler ran')",
+    "threading.Thread(target=lambda: (time.sleep(0.5), print('thread joined'))).start()  # after the traceback",
+    "def fails():",
+    "    raise ValueError('the end')",
+    "fails()",
+]
+
+
+def fresh_output(tmp_path: Path, code: str, file: str | None) -> str:
+    """What `python -` or `python FILE` prints for `code`, run as the guide's build runs a fresh snippet."""
+    workdir = tmp_path / "fresh"
+    workdir.mkdir()
+    sys.path.insert(0, str(EXTENSIONS))
+    try:
+        import openreg_run
+        if file:
+            (workdir / file).write_text(code)
+        _, output = openreg_run.run_in_a_fresh_interpreter(code, file, [], [], str(workdir))
+        return openreg_run.scrub(output, str(workdir))
+    finally:
+        sys.path.remove(str(EXTENSIONS))
+
+
+@pytest.mark.parametrize("file", [None, "where.py"])
+def test_a_snippet_forked_from_the_warm_interpreter_shows_what_a_fresh_one_would(tmp_path, file):
+    code = "\n".join(TELLS_WHERE_IT_RUNS) + "\n"
+    options = [f":file: {file}"] if file else []
+    run, html = build_site(tmp_path, snippet(*options, ":returncode: 1", *TELLS_WHERE_IT_RUNS), verbose=True)
+    assert run.returncode == 0, run.stderr
+    assert "(warm)" in run.stdout and "(fresh)" not in run.stdout
+    expected = fresh_output(tmp_path, code, file)
+    assert "atexit handler ran" in expected and "ValueError: the end" in expected  # the comparison means something
+    assert expected.rstrip("\n") in html
+
+
+def test_a_snippet_that_does_anything_before_importing_torch_runs_fresh(tmp_path):
+    page = snippet("import os", "os.environ['OPENREG_DEVICE_COUNT'] = '3'", "import torch",
+                   "print('devices', torch.openreg.device_count())")
+    run, html = build_site(tmp_path, page, verbose=True)
+    assert run.returncode == 0, run.stderr
+    assert "(fresh)" in run.stdout and "(warm)" not in run.stdout
+    assert "devices 3" in html
+
+
+def test_a_warm_snippet_past_its_time_is_killed_and_fails_the_build(tmp_path):
+    page = snippet(":file: forever.py", "import torch", "import os, time", "print('pid', os.getpid(), flush=True)",
+                   "time.sleep(600)")
+    run, html = build_site(tmp_path, page, conf="openreg_run_timeout = 5\n", verbose=True)
+    assert run.returncode != 0
+    assert "the snippet timed out, expected 0" in run.stderr and "(warm)" in run.stdout
+    pid = int(re.search(r"pid (\d+)", html).group(1))
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # its waiter reaps it
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
