@@ -3,8 +3,7 @@
 
     python3.11 tools/cross_build.py windows               libopenreg.dll and c_api_suite.exe
     python3.11 tools/cross_build.py windows --run         ... and the suite under Wine
-    .venv/bin/python tools/cross_build.py macos-arm64 macos-x86_64
-                                                          libopenreg.dylib and c_api_suite, linked
+    .venv/bin/python tools/cross_build.py macos-arm64     libopenreg.dylib and c_api_suite, linked
     python3.11 tools/cross_build.py --install-toolchains windows --run
                                                           installs what is missing first (as root, with apt-get)
 
@@ -43,10 +42,12 @@ class Target:
 
 
 # LITERALINCLUDE START: CROSS_TARGETS
+# macOS means Apple silicon: PyTorch has published no wheels for Intel Macs
+# since 2.3 (pytorch/pytorch#114602), so the torch this project pins cannot
+# run on one.
 TARGETS = {
     "windows": Target("Windows", ("x86_64-w64-mingw32-gcc-posix", "x86_64-w64-mingw32-g++-posix"), runs_here=True,
                       packages="g++-mingw-w64-x86-64-posix wine wine64"),
-    "macos-x86_64": Target("Darwin", zig_target="x86_64-macos"),
     "macos-arm64": Target("Darwin", zig_target="aarch64-macos"),
 }
 # LITERALINCLUDE END: CROSS_TARGETS
