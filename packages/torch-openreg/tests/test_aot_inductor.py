@@ -76,10 +76,11 @@ class Compiled:
 
 @pytest.fixture(scope="module")
 def inductor_cache(tmp_path_factory) -> str:
-    """Inductor's caches for this module, in a temporary directory: the children
-    that compile a package of their own find there what every compilation
-    builds first (the probes of the CPU, the precompiled headers)."""
-    return str(tmp_path_factory.mktemp("aoti-inductor"))
+    """Inductor's caches, in the session's temporary directory that
+    test_compile.py uses too: the children that compile a package of their
+    own, and the next module's, find there what every compilation builds
+    first (the probes of the CPU, the precompiled headers)."""
+    return str(tmp_path_factory.getbasetemp() / "inductor")
 
 
 @pytest.fixture(scope="module")
