@@ -27,6 +27,7 @@ import atexit
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,8 +88,12 @@ def run_snippet(code: str, file: str | None, settings: list[str], args: list[str
             Path(workdir, file).write_text(code)
         warm = None if settings or args or not starts_by_importing_torch(code) else WarmInterpreter.get()
         if warm is not None:
-            returncode, output = warm.run(code, file, workdir)
-        else:
+            try:
+                returncode, output = warm.run(code, file, workdir)
+            except (OSError, ValueError) as failure:  # the warm interpreter died: the snippet runs fresh
+                logger.warning("openreg-run: the warm interpreter failed (%s); running the snippet fresh", failure)
+                warm = None
+        if warm is None:
             returncode, output = run_in_a_fresh_interpreter(code, file, settings, args, workdir)
         picture = Path(workdir, image) if image else None
         svg = picture.read_text() if picture and picture.is_file() else None
@@ -201,10 +206,11 @@ class WarmInterpreter:
 
     def stop(self) -> None:
         self.process.stdin.close()  # the warm interpreter exits when its input ends
-        self.process.wait(timeout=30)
-        for name in os.listdir(self.folder):
-            os.unlink(os.path.join(self.folder, name))
-        os.rmdir(self.folder)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class snippet_output(nodes.General, nodes.Element):
