@@ -118,19 +118,22 @@ def run_in_a_fresh_interpreter(code: str, file: str | None, settings: list[str],
 
 # Note [A warm interpreter]
 # Nearly every snippet begins with `import torch`, which costs a fresh
-# interpreter about 1.3 s of CPU, more than most snippets then take. A
-# snippet with no :env: and no :args: whose first statements import torch
-# (after nothing but imports of the standard library) runs instead in a
-# child forked from one interpreter that has already imported torch (and,
-# through torch's autoload, openreg's backend) with the very environment
-# such a snippet gets (docs/_ext/warm_interpreter.py). The child starts where
-# a fresh `python -` stands after that import, runs the rest, and exits as
-# one does (threads joined, atexit handlers run). Any other snippet runs
-# fresh: one that sets environment variables or sizes the devices before
-# importing torch must come first. The warm interpreter never touches the
-# device, so its children may use it (a child of a parent that did could
-# not, as with CUDA). If it prints anything while it starts, the snippets
-# would not show it, so every snippet then runs fresh.
+# interpreter about 1.3 s of CPU, more than most snippets then take. On
+# Linux, a snippet with no :env: and no :args: whose first statements
+# import torch (after nothing but imports of the standard library) runs
+# instead in a child forked from one interpreter that has already imported
+# torch (and, through torch's autoload, openreg's backend) with the very
+# environment such a snippet gets (docs/_ext/warm_interpreter.py). The
+# child starts where a fresh `python -` stands after that import, runs the
+# rest, and exits as one does (threads joined, atexit handlers run). Any
+# other snippet runs fresh: one that sets environment variables or sizes
+# the devices before it imports torch must, since torch and the backend
+# read those at import. The warm interpreter never touches the device, so
+# its children may use it (a child of a parent that did could not, as with
+# CUDA). If it prints anything while it starts, the snippets would not show
+# it, so every snippet then runs fresh. The guide's build took 177 CPU
+# seconds so instead of 232 (2026-11-30), every output the same but for
+# the times, addresses and process ids it prints.
 def starts_by_importing_torch(code: str) -> bool:
     try:
         statements = ast.parse(code).body
@@ -162,7 +165,8 @@ class WarmInterpreter:
         """The build's warm interpreter, started at the first call; None if it cannot be used."""
         with cls._lock:
             if not cls._tried:
-                cls._tried, cls._the_one = True, cls._start()
+                # Only on Linux: macOS's system libraries may not survive a fork (Python spawns there).
+                cls._tried, cls._the_one = True, cls._start() if sys.platform == "linux" else None
             return cls._the_one
 
     @classmethod

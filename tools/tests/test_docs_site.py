@@ -200,6 +200,10 @@ def fresh_output(tmp_path: Path, code: str, file: str | None) -> str:
         sys.path.remove(str(EXTENSIONS))
 
 
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the warm interpreter forks on Linux only")
+
+
+@linux_only
 @pytest.mark.parametrize("file", [None, "where.py"])
 def test_a_snippet_forked_from_the_warm_interpreter_shows_what_a_fresh_one_would(tmp_path, file):
     code = "\n".join(TELLS_WHERE_IT_RUNS) + "\n"
@@ -221,6 +225,7 @@ def test_a_snippet_that_does_anything_before_importing_torch_runs_fresh(tmp_path
     assert "devices 3" in html
 
 
+@linux_only
 def test_a_warm_snippet_past_its_time_is_killed_and_fails_the_build(tmp_path):
     page = snippet(":file: forever.py", "import torch", "import os, time", "print('pid', os.getpid(), flush=True)",
                    "time.sleep(600)")
