@@ -26,6 +26,7 @@ import ast
 import atexit
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -176,11 +177,13 @@ class WarmInterpreter:
         process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_interpreter.py")), path],
                                    cwd=folder, env=snippet_environment([]), stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        first_line = process.stdout.readline()
+        started, _, _ = select.select([process.stdout], [], [], TIMEOUT_SECONDS)  # never wait for ever
+        first_line = process.stdout.readline() if started else ""
         if first_line != "ready\n":
+            process.kill()  # then what it printed ends
             logger.info("openreg-run: every snippet runs in a fresh interpreter; the warm one printed %r",
-                        first_line + process.stdout.read(2000))
-            process.kill()
+                        (first_line + process.stdout.read())[:2000])
+            shutil.rmtree(folder, ignore_errors=True)
             return None
         warm = WarmInterpreter(process, folder, path)
         atexit.register(warm.stop)

@@ -3,6 +3,7 @@ site in a throwaway directory with warnings as errors. The real guide's build
 is `tools/dev.py docs`; these check that the build fails when it must."""
 
 import html as html_text
+import os
 import re
 import subprocess
 import sys
@@ -16,10 +17,11 @@ EXTENSIONS = REPO / "docs" / "_ext"
 
 
 def build_site(tmp_path: Path, page: str, repo: Path | None = None, conf: str = "",
-               verbose: bool = False) -> tuple[subprocess.CompletedProcess, str]:
-    """Builds a site whose only page is `page` (conf.py ends with `conf`); returns
-    the run and the page's text (HTML tags removed, so highlighted code reads as
-    written). `verbose` logs each snippet's run."""
+               verbose: bool = False, env: dict | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    """Builds a site whose only page is `page` (conf.py ends with `conf`) in the
+    environment `env` (default: this one's); returns the run and the page's text
+    (HTML tags removed, so highlighted code reads as written). `verbose` logs
+    each snippet's run."""
     source = tmp_path / "site"
     source.mkdir()
     checked = repo or make_repo(tmp_path / "repo", {})
@@ -32,7 +34,7 @@ def build_site(tmp_path: Path, page: str, repo: Path | None = None, conf: str = 
     run = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-v" if verbose else "-q", "-b", "html",
          str(source), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=env,
     )
     html = tmp_path / "out" / "index.html"
     return run, html_text.unescape(re.sub(r"<[^>]+>", "", html.read_text())) if html.exists() else ""
@@ -237,3 +239,17 @@ def test_a_warm_snippet_past_its_time_is_killed_and_fails_the_build(tmp_path):
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # its waiter reaps it
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists()
+
+
+@linux_only
+def test_a_warm_interpreter_that_prints_while_it_starts_is_not_used(tmp_path):
+    """What an interpreter prints as it starts (here a sitecustomize module) belongs to each snippet's
+    output: a child of the warm interpreter would not show it, so the snippet runs fresh and does."""
+    site = tmp_path / "site-customized"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('starting up')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    run, html = build_site(tmp_path, snippet("import torch", "print('snippet ran')"), verbose=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "(fresh)" in run.stdout and "(warm)" not in run.stdout
+    assert "starting up\nsnippet ran" in html
