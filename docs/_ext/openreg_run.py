@@ -29,7 +29,6 @@ import os
 import select
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -84,33 +84,44 @@ def run_snippet(code: str, file: str | None, settings: list[str], args: list[str
     """Exit status (None on timeout), scrubbed output, seconds taken of one run, the text of the
     SVG picture named `image` that it wrote (None if it wrote none), and "fresh" or "warm"."""
     started = time.monotonic()
+    warm = None if settings or args or not starts_by_importing_torch(code) else WarmInterpreter.get()
+    if warm is not None:
+        try:
+            returncode, output, svg = run_in_a_new_directory(code, file, image, warm.run)
+            return returncode, output, time.monotonic() - started, svg, "warm"
+        except (OSError, ValueError) as failure:  # the warm interpreter failed: the snippet runs fresh
+            logger.info("openreg-run: the warm interpreter failed (%s); the snippet runs fresh", failure)
+
+    def fresh(code: str, file: str | None, workdir: str) -> tuple[int | None, str]:
+        return run_in_a_fresh_interpreter(code, file, settings, args, workdir)
+
+    returncode, output, svg = run_in_a_new_directory(code, file, image, fresh)
+    return returncode, output, time.monotonic() - started, svg, "fresh"
+
+
+def run_in_a_new_directory(code: str, file: str | None, image: str | None,
+                           run: Callable[[str, str | None, str], tuple[int | None, str]]
+                           ) -> tuple[int | None, str, str | None]:
+    """run(code, file, workdir) in an empty temporary directory (the snippet saved there as file):
+    its exit status, its output scrubbed, and the SVG picture named image it wrote, if any."""
     with tempfile.TemporaryDirectory(prefix="openreg-run-") as workdir:
         if file:
             Path(workdir, file).write_text(code)
-        warm = None if settings or args or not starts_by_importing_torch(code) else WarmInterpreter.get()
-        if warm is not None:
-            try:
-                returncode, output = warm.run(code, file, workdir)
-            except (OSError, ValueError) as failure:  # the warm interpreter died: the snippet runs fresh
-                logger.warning("openreg-run: the warm interpreter failed (%s); running the snippet fresh", failure)
-                warm = None
-        if warm is None:
-            returncode, output = run_in_a_fresh_interpreter(code, file, settings, args, workdir)
+        returncode, output = run(code, file, workdir)
         picture = Path(workdir, image) if image else None
         svg = picture.read_text() if picture and picture.is_file() else None
-        return returncode, scrub(output, workdir), time.monotonic() - started, svg, "warm" if warm else "fresh"
+        return returncode, scrub(output, workdir), svg
 
 
 def run_in_a_fresh_interpreter(code: str, file: str | None, settings: list[str], args: list[str],
                                workdir: str) -> tuple[int | None, str]:
     if file:
-        command, stdin = [sys.executable, *args, file], None
+        command, given = [sys.executable, *args, file], {"stdin": subprocess.DEVNULL}
     else:
-        command, stdin = [sys.executable, *args, "-"], code  # tracebacks say <stdin>
+        command, given = [sys.executable, *args, "-"], {"input": code}  # tracebacks say <stdin>
     try:
-        finished = subprocess.run(command, cwd=workdir, env=snippet_environment(settings), input=stdin,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  timeout=TIMEOUT_SECONDS)
+        finished = subprocess.run(command, cwd=workdir, env=snippet_environment(settings), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_SECONDS, **given)
     except subprocess.TimeoutExpired as expired:
         output = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
         return None, output
@@ -132,7 +143,9 @@ def run_in_a_fresh_interpreter(code: str, file: str | None, settings: list[str],
 # read those at import. The warm interpreter never touches the device, so
 # its children may use it (a child of a parent that did could not, as with
 # CUDA). If it prints anything while it starts, the snippets would not show
-# it, so every snippet then runs fresh. The guide's build took 177 CPU
+# it, so every snippet then runs fresh. It kills a snippet at its timeout or
+# when the build stops waiting for it, and ends when the build's pipe to it
+# closes: nothing outlives a build, even one killed. The guide's build took 177 CPU
 # seconds so instead of 232 (2026-11-30), every output the same but for
 # the times, addresses and process ids it prints.
 def starts_by_importing_torch(code: str) -> bool:
@@ -149,10 +162,11 @@ def starts_by_importing_torch(code: str) -> bool:
             continue  # a docstring
         else:
             return False
-        if any(module.partition(".")[0] == "torch" for module in modules):
-            return True
-        if not all(module.partition(".")[0] in sys.stdlib_module_names for module in modules):
+        others = [module for module in modules if module.partition(".")[0] != "torch"]
+        if not all(module.partition(".")[0] in sys.stdlib_module_names for module in others):
             return False
+        if len(others) < len(modules):
+            return True
     return False
 
 
@@ -176,15 +190,16 @@ class WarmInterpreter:
         path = os.path.join(folder, "socket")
         process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_interpreter.py")), path],
                                    cwd=folder, env=snippet_environment([]), stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        started, _, _ = select.select([process.stdout], [], [], TIMEOUT_SECONDS)  # never wait for ever
-        first_line = process.stdout.readline() if started else ""
-        if first_line != "ready\n":
-            process.kill()  # then what it printed ends
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        printed = _read_until_a_line(process.stdout.fileno(), time.monotonic() + TIMEOUT_SECONDS)
+        if printed != b"ready\n":
+            process.kill()
+            process.wait()
             logger.info("openreg-run: every snippet runs in a fresh interpreter; the warm one printed %r",
-                        (first_line + process.stdout.read())[:2000])
+                        printed[:2000])
             shutil.rmtree(folder, ignore_errors=True)
             return None
+        process.stdout.close()  # the warm interpreter writes nothing more
         warm = WarmInterpreter(process, folder, path)
         atexit.register(warm.stop)
         return warm
@@ -193,23 +208,22 @@ class WarmInterpreter:
         self.process, self.folder, self.path = process, folder, path
 
     def run(self, code: str, file: str | None, workdir: str) -> tuple[int | None, str]:
+        """Runs the snippet in a child of the warm interpreter, which kills it at the timeout. Any
+        failure raises OSError or ValueError; closing the connection then kills the child too."""
         output = tempfile.NamedTemporaryFile(dir=self.folder, delete=False).name  # not in the snippet's directory
-        request = {"code": code, "file": file, "workdir": workdir, "output": output}
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.connect(self.path)
-            connection.sendall(json.dumps(request).encode())
-            connection.shutdown(socket.SHUT_WR)
-            connection.settimeout(TIMEOUT_SECONDS)
-            replies = connection.makefile("r")
-            child = int(replies.readline())
-            try:
-                returncode = int(replies.readline())
-            except TimeoutError:
-                os.kill(child, signal.SIGKILL)
-                returncode = None
-        text = Path(output).read_text()
-        os.unlink(output)
-        return returncode, text
+        request = {"code": code, "file": file, "workdir": workdir, "output": output, "timeout": TIMEOUT_SECONDS}
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+                connection.settimeout(TIMEOUT_SECONDS + 30)  # the warm interpreter keeps the snippet's time
+                connection.connect(self.path)
+                connection.sendall(json.dumps(request).encode() + b"\n")
+                replies = connection.makefile("r")
+                int(replies.readline())  # the child's pid: it started
+                status = replies.readline().strip()
+                returncode = None if status == "timed out" else int(status)
+            return returncode, Path(output).read_text()
+        finally:
+            os.unlink(output)
 
     def stop(self) -> None:
         self.process.stdin.close()  # the warm interpreter exits when its input ends
@@ -307,6 +321,18 @@ def fill_in_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
             else:  # inline, so the page needs no file beside it
                 shown.append(nodes.raw("", f'<div class="openreg-run-image">{svg}</div>', format="html"))
         placeholder.replace_self(shown)
+
+
+def _read_until_a_line(fd: int, deadline: float) -> bytes:
+    """What a pipe gives until a newline, its end or the deadline, whichever comes first."""
+    found = b""
+    while not found.endswith(b"\n") and time.monotonic() < deadline:
+        readable, _, _ = select.select([fd], [], [], deadline - time.monotonic())
+        chunk = os.read(fd, 4096) if readable else b""
+        if not chunk:
+            break
+        found += chunk
+    return found
 
 
 def read_settings(app: Sphinx, config) -> None:

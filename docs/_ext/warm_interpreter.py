@@ -7,10 +7,13 @@ library only besides torch; run as a script:
 It prints "ready" once it listens on the Unix socket SOCKET, and exits when
 its standard input closes (when the build that started it ends or dies).
 
-Each request is one connection: the client sends the snippet as JSON, then
-shuts down its side. A waiter forked for the connection forks the child that
-runs the snippet, sends the child's pid, waits for it, and sends its exit
-status as subprocess reports one (negative: the signal that ended it).
+Each request is one connection: the client sends the snippet as one line of
+JSON and keeps the connection open while it waits. A waiter forked for the
+connection forks the child that runs the snippet, sends the child's pid, and
+waits for the child to end, for the snippet's time to pass, or for the
+client to go (the connection closing): in the last two cases it kills the
+child. It then sends the child's exit status as subprocess reports one
+(negative: the signal that ended it), or "timed out".
 """
 
 import builtins
@@ -19,6 +22,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -33,10 +37,15 @@ def serve(path: str) -> None:
     listener.listen(16)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the waiters
     print("ready", flush=True)
+    nothing = os.open(os.devnull, os.O_WRONLY)  # from now on nobody reads the build's pipe
+    os.dup2(nothing, 1)
+    os.dup2(nothing, 2)
+    os.close(nothing)
     while True:
         readable, _, _ = select.select([listener, sys.stdin], [], [])
         if sys.stdin in readable and not sys.stdin.readline():
-            return  # the build closed the pipe
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)  # the build's folder for it, if left
+            return  # the build closed the pipe, or ended
         if listener in readable:
             connection, _ = listener.accept()
             if os.fork() == 0:
@@ -48,17 +57,29 @@ def serve(path: str) -> None:
 
 def wait_for_snippet(connection: socket.socket) -> None:
     """In the waiter: forks the snippet's child and reports on it. Returns only
-    in that child, after the snippet ran, through SystemExit."""
-    request = json.loads(connection.makefile("rb").read())
+    in that child, after the snippet ran, through SystemExit; the waiter itself
+    ends with os._exit, running none of torch's atexit handlers."""
+    try:
+        request = json.loads(connection.makefile("rb").readline())
+    except (OSError, ValueError):
+        os._exit(0)  # the client went away
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # so this process, and the snippet, can wait for children
     child = os.fork()
     if child == 0:
         connection.close()
         run_snippet(request["code"], request["file"], request["workdir"], request["output"])
-    connection.sendall(f"{child}\n".encode())
-    _, status = os.waitpid(child, 0)
-    connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-    os._exit(0)
+    try:
+        connection.sendall(f"{child}\n".encode())
+        ended = os.pidfd_open(child)
+        ready, _, _ = select.select([ended, connection], [], [], request["timeout"])
+        if ended not in ready:  # past its time, or the build gave up on it
+            os.kill(child, signal.SIGKILL)
+        _, status = os.waitpid(child, 0)
+        connection.sendall(f"{os.waitstatus_to_exitcode(status) if ended in ready else 'timed out'}\n".encode())
+    except OSError:
+        pass  # the client went away
+    finally:
+        os._exit(0)
 
 
 def run_snippet(code: str, file: str | None, workdir: str, output: str) -> None:
@@ -72,6 +93,8 @@ def run_snippet(code: str, file: str | None, workdir: str, output: str) -> None:
     os.dup2(written, 2)
     os.close(nothing)
     os.close(written)
+    if "multiprocessing.process" in sys.modules:  # where a spawned child looks for the main script
+        sys.modules["multiprocessing.process"].ORIGINAL_DIR = workdir
     filename = os.path.join(workdir, file) if file else "<stdin>"
     sys.argv = [file or "-"]
     sys.orig_argv = [sys.executable, file or "-"]
@@ -88,8 +111,16 @@ def run_snippet(code: str, file: str | None, workdir: str, output: str) -> None:
     except BaseException as error:  # reported as the interpreter reports an uncaught exception
         error = error.with_traceback(error.__traceback__.tb_next)  # without this function's frame
         sys.excepthook(type(error), error, error.__traceback__)
+        _forget_the_file(main)
         raise SystemExit(1) from None
+    _forget_the_file(main)
     raise SystemExit(0)
+
+
+def _forget_the_file(main: types.ModuleType) -> None:
+    """As the interpreter does once the main script has run (but not after SystemExit)."""
+    main.__dict__.pop("__file__", None)
+    main.__dict__.pop("__cached__", None)
 
 
 if __name__ == "__main__":

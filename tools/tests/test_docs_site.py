@@ -253,3 +253,52 @@ def test_a_warm_interpreter_that_prints_while_it_starts_is_not_used(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "(fresh)" in run.stdout and "(warm)" not in run.stdout
     assert "starting up\nsnippet ran" in html
+
+
+BUILD_THAT_DIES = """
+import sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import openreg_run
+warm = openreg_run.WarmInterpreter.get()
+code = f"import torch\\nimport os, time\\nopen({sys.argv[2]!r}, 'w').write(str(os.getpid()))\\ntime.sleep(600)\\n"
+warm.run(code, "forever.py", tempfile.mkdtemp())
+"""
+
+
+@linux_only
+def test_a_build_that_dies_leaves_no_snippet_and_no_warm_interpreter_running(tmp_path):
+    """The warm interpreter ends when the build's pipe closes, and the waiter kills a snippet whose
+    build went away: nothing outlives a build killed with SIGKILL."""
+    pid_file = tmp_path / "snippet.pid"
+    build = subprocess.Popen([sys.executable, "-c", BUILD_THAT_DIES, str(EXTENSIONS), str(pid_file)])
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and build.poll() is None, "the snippet never started"
+            time.sleep(0.2)
+        started = [int(pid_file.read_text()), *_children(build.pid)]  # the snippet, the warm interpreter
+        assert len(started) == 2
+    finally:
+        build.kill()
+        build.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in started)
+
+
+def _children(parent: int) -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _stat(int(entry.name))[1:2] == [str(parent)]]
+
+
+def _stat(pid: int) -> list[str]:
+    """State and parent of a process, [] once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[:2]
+    except (OSError, IndexError):
+        return []
+
+
+def _alive(pid: int) -> bool:
+    return _stat(pid)[:1] not in ([], ["Z"])
