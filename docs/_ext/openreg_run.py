@@ -145,7 +145,12 @@ def run_in_a_fresh_interpreter(code: str, file: str | None, settings: list[str],
 # CUDA). If it prints anything while it starts, the snippets would not show
 # it, so every snippet then runs fresh. It kills a snippet at its timeout or
 # when the build stops waiting for it, and ends when the build's pipe to it
-# closes: nothing outlives a build, even one killed. The guide's build took 177 CPU
+# closes: nothing outlives a build, even one killed. What a child still
+# shows differently: the warm interpreter's hash seed (the order of a set of
+# strings, which differs between fresh runs anyway), its process time
+# (time.process_time() starts near 0), an uncaught KeyboardInterrupt's exit
+# status (1, not -2), and output that a process it started prints after it
+# exits (a fresh run's pipe waits for it). The guide's build took 177 CPU
 # seconds so instead of 232 (2026-11-30), every output the same but for
 # the times, addresses and process ids it prints.
 def starts_by_importing_torch(code: str) -> bool:
