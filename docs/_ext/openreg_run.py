@@ -222,9 +222,7 @@ class WarmInterpreter:
                 connection.settimeout(TIMEOUT_SECONDS + 30)  # the warm interpreter keeps the snippet's time
                 connection.connect(self.path)
                 connection.sendall(json.dumps(request).encode() + b"\n")
-                replies = connection.makefile("r")
-                int(replies.readline())  # the child's pid: it started
-                status = replies.readline().strip()
+                status = connection.makefile("r").readline().strip()
                 returncode = None if status == "timed out" else int(status)
             return returncode, Path(output).read_text()
         finally:

@@ -9,8 +9,8 @@ its standard input closes (when the build that started it ends or dies).
 
 Each request is one connection: the client sends the snippet as one line of
 JSON and keeps the connection open while it waits. A waiter forked for the
-connection forks the child that runs the snippet, sends the child's pid, and
-waits for the child to end, for the snippet's time to pass, or for the
+connection forks the child that runs the snippet and waits for the child to
+end, for the snippet's time to pass, or for the
 client to go (the connection closing): in the last two cases it kills the
 child. It then sends the child's exit status as subprocess reports one
 (negative: the signal that ended it), or "timed out".
@@ -50,15 +50,14 @@ def serve(path: str) -> None:
             connection, _ = listener.accept()
             if os.fork() == 0:
                 listener.close()
-                wait_for_snippet(connection)  # returns only in the snippet's child
-                return
+                wait_for_snippet(connection)  # never returns
             connection.close()
 
 
 def wait_for_snippet(connection: socket.socket) -> None:
-    """In the waiter: forks the snippet's child and reports on it. Returns only
-    in that child, after the snippet ran, through SystemExit; the waiter itself
-    ends with os._exit, running none of torch's atexit handlers."""
+    """In the waiter: forks the snippet's child and reports on it. Never returns:
+    the child ends through SystemExit once the snippet ran, as an interpreter
+    does, and the waiter with os._exit, running none of torch's atexit handlers."""
     try:
         request = json.loads(connection.makefile("rb").readline())
     except (OSError, ValueError):
@@ -69,7 +68,6 @@ def wait_for_snippet(connection: socket.socket) -> None:
         connection.close()
         run_snippet(request["code"], request["file"], request["workdir"], request["output"])
     try:
-        connection.sendall(f"{child}\n".encode())
         ended = os.pidfd_open(child)
         ready, _, _ = select.select([ended, connection], [], [], request["timeout"])
         if ended not in ready:  # past its time, or the build gave up on it

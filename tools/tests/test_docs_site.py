@@ -256,12 +256,12 @@ def test_a_warm_interpreter_that_prints_while_it_starts_is_not_used(tmp_path):
 
 
 BUILD_THAT_DIES = """
-import sys, tempfile
+import sys
 sys.path.insert(0, sys.argv[1])
 import openreg_run
 warm = openreg_run.WarmInterpreter.get()
 code = f"import torch\\nimport os, time\\nopen({sys.argv[2]!r}, 'w').write(str(os.getpid()))\\ntime.sleep(600)\\n"
-warm.run(code, "forever.py", tempfile.mkdtemp())
+warm.run(code, "forever.py", sys.argv[3])
 """
 
 
@@ -270,7 +270,7 @@ def test_a_build_that_dies_leaves_no_snippet_and_no_warm_interpreter_running(tmp
     """The warm interpreter ends when the build's pipe closes, and the waiter kills a snippet whose
     build went away: nothing outlives a build killed with SIGKILL."""
     pid_file = tmp_path / "snippet.pid"
-    build = subprocess.Popen([sys.executable, "-c", BUILD_THAT_DIES, str(EXTENSIONS), str(pid_file)])
+    build = subprocess.Popen([sys.executable, "-c", BUILD_THAT_DIES, str(EXTENSIONS), str(pid_file), str(tmp_path)])
     try:
         deadline = time.monotonic() + 120
         while not pid_file.exists() or not pid_file.read_text():
