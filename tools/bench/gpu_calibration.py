@@ -251,25 +251,31 @@ CONVOLUTION_PASSES = {  # workload -> the gradients taken after the forward (wei
     "conv2d forward": (False, False), "conv2d forward + weight gradient": (True, False),
     "conv2d forward + input gradient": (False, True),
 }
+# TF32: FP32 tensors with cuDNN's TF32 on, PyTorch's default for convolutions.
+CONVOLUTION_PRECISIONS = (("BF16", torch.bfloat16, torch.channels_last),
+                          ("FP32", torch.float32, torch.contiguous_format),
+                          ("TF32", torch.float32, torch.contiguous_format))
 ATTENTION_SHAPES = ((8, 16, 512, 64, False), (8, 16, 2048, 64, False), (8, 16, 2048, 128, True),
                     (1, 32, 8192, 128, True))
 
 
-def layer_cases() -> list[Case]:
-    def convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradients):
-        def make(device):
-            image = randn(32, c_in, side, side, dtype=dtype, device=device).contiguous(memory_format=memory_format)
-            weight = randn(c_out, c_in, k, k, dtype=dtype, device=device).contiguous(memory_format=memory_format)
-            image.requires_grad_(c_in != 3)
-            weight.requires_grad_()
-            forward = lambda: F.conv2d(image, weight, stride=stride, padding=k // 2)  # noqa: E731
-            wrt = [t for t, wanted in zip((weight, image), gradients, strict=True) if wanted]
-            if not wrt:
-                return forward
-            grad = torch.randn_like(forward())
-            return lambda: torch.autograd.grad(forward(), wrt, grad)
-        return make
+def convolution(c_in, c_out, k, stride, side, dtype, memory_format, gradients):
+    """make(device) of a batch-32 conv2d, then the gradients asked for (weight, input)."""
+    def make(device):
+        image = randn(32, c_in, side, side, dtype=dtype, device=device).contiguous(memory_format=memory_format)
+        weight = randn(c_out, c_in, k, k, dtype=dtype, device=device).contiguous(memory_format=memory_format)
+        image.requires_grad_(c_in != 3)
+        weight.requires_grad_()
+        forward = lambda: F.conv2d(image, weight, stride=stride, padding=k // 2)  # noqa: E731
+        wrt = [t for t, wanted in zip((weight, image), gradients, strict=True) if wanted]
+        if not wrt:
+            return forward
+        grad = torch.randn_like(forward())
+        return lambda: torch.autograd.grad(forward(), wrt, grad)
+    return make
 
+
+def layer_cases() -> list[Case]:
     def attention(batch, heads, sequence, dim, causal, backward):
         def make(device):
             q, k, v = (randn(batch, heads, sequence, dim, dtype=torch.bfloat16, device=device).requires_grad_()
@@ -299,10 +305,7 @@ def layer_cases() -> list[Case]:
         return make
 
     cases = []
-    # TF32: FP32 tensors with cuDNN's TF32 on, PyTorch's default for convolutions.
-    for precision, dtype, memory_format in (("BF16", torch.bfloat16, torch.channels_last),
-                                            ("FP32", torch.float32, torch.contiguous_format),
-                                            ("TF32", torch.float32, torch.contiguous_format)):
+    for precision, dtype, memory_format in CONVOLUTION_PRECISIONS:
         for c_in, c_out, k, stride, side in RESNET50_CONVOLUTIONS:
             config = f"N=32 C={c_in} K={c_out} R=S={k} stride={stride} H=W={side}"
             for name, gradients in CONVOLUTION_PASSES.items():
