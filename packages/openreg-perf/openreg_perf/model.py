@@ -11,7 +11,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
             time a kernel queued on a stream occupies it, which the front end's preparation of each launch
             sets and hides behind a longer kernel; the host's time per launch is the replay's)
   sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz (Note [Sustained clock])
-  matrix    the fastest candidate of Note [How a matrix kernel is chosen]
+  matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
+            conversions (Note [Layout conversions])
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
@@ -46,6 +47,17 @@ pass (NeuSight's 1,224 FP32 convolutions on V100, T4, P100 and P4 name no split-
 A tile computes all of its tm x tn outputs even where the matrix ends inside it: small and skinny
 products waste part of a large tile, which is why the library has small ones. level is the precision's
 e.gemm_*_fraction times the kind's factor (e.conv_*_factor, e.attention_*_factor; 1 for a GEMM).
+
+Note [Layout conversions]
+cuDNN's matrix-unit convolution kernels read and write channels-last (NHWC) tensors. Given PyTorch's
+default NCHW tensors, it converts each operand to NHWC and the result back, a kernel per tensor
+(nchwToNhwcKernel, nhwcToNchwKernel), unless the convolution is a matrix product of the NCHW tensors
+as they are (1 x 1 kernel, stride 1, no padding), which it mostly runs as one. On the H200
+(tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv) the conversions took 23-77 %
+(median 41 %) of the device time of the 50 BF16 and TF32 passes of ResNet-50 that had them: its 3 x 3
+and strided convolutions, and the 1 x 1 ones over 7 x 7 images. None ran for channels-last tensors, or
+in FP32, whose kernels read NCHW. Each conversion is priced as a kernel that reads and writes its
+tensor at the elementwise rate. A recording does not note layouts: its convolutions are taken as NCHW.
 
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
@@ -82,7 +94,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .costs import Cost, MatrixShape
 from .profile import PRECISIONS, Profile
@@ -112,6 +124,10 @@ KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
 # Blocks of a long-row kernel (1,024 threads each) one compute unit runs at once: 2,048 threads per SM on
 # Pascal, Volta, the A100 and Hopper (Note [Rows read again]).
 ROWS_IN_FLIGHT_PER_UNIT = 2
+# Where cuDNN runs FP32 3x3 convolutions as Winograd (NeuSight's kernel names), besides AMD's chips, whose
+# MIOpen has Winograd solvers too; not from Ampere on (the H200's: costs/products.py's Note [Which
+# convolutions run as Winograd]).
+WINOGRAD_ARCHITECTURES = ("pascal", "volta", "turing", "cdna2", "cdna3", "")
 # Which memory fraction a kernel of each kind streams at.
 MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
 
@@ -162,11 +178,13 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     matrix products of FP32 tensors) or None for the cost's own precision. Views take no time."""
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
+    if cost.role == "forward_winograd" and profile.architecture not in WINOGRAD_ARCHITECTURES:
+        cost = replace(cost, role="forward", matrix=cost.direct_matrix)
     peak, nbytes = peak_rate(cost, dtype, profile), memory_bytes(cost, profile)
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
         chosen = matrix_kernel(cost, dtype, profile)
-        compute = chosen.compute_seconds + chosen.reduction_seconds
-        memory, fixed = chosen.memory_seconds + chosen.reduction_seconds, chosen.fixed_seconds
+        around = chosen.reduction_seconds + layout_conversion_seconds(cost, dtype, profile)
+        compute, memory, fixed = chosen.compute_seconds + around, chosen.memory_seconds + around, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
         memory = _memory_seconds(nbytes, profile, _memory_fraction(cost, profile),
@@ -225,6 +243,15 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
             best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
     shape, compute, reduction = best
     return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, setup, reduction)
+
+
+def layout_conversion_seconds(cost: Cost, dtype: str | None, profile: Profile) -> float:
+    """Note [Layout conversions]: a kernel per converted tensor, which reads and writes it, where the
+    convolution runs on the matrix units."""
+    if not cost.layout_copies or not _on_matrix_units(profile.matrix_precision(dtype or cost.precision)):
+        return 0.0
+    fraction = profile.efficiency.elementwise_memory_fraction
+    return sum(queued_seconds(_memory_seconds(2 * size, profile, fraction), profile) for size in cost.layout_copies)
 
 
 def _menu(profile: Profile, precision: str, batch: int) -> tuple:

@@ -319,7 +319,9 @@ def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
         return cost_of(call), "tf32" if row["precision"] == "TF32" else None
     if row["workload"] in _CONVOLUTION_GRADIENTS:
         gradients = _CONVOLUTION_GRADIENTS[row["workload"]]
-        return _measured_convolution(row["config"], dtype, gradients), "tf32" if row["precision"] == "TF32" else None
+        # gpu_calibration.py's CONVOLUTION_PRECISIONS: BF16 channels-last, FP32 and TF32 contiguous
+        return (_measured_convolution(row["config"], dtype, gradients, channels_last=row["precision"] == "BF16"),
+                "tf32" if row["precision"] == "TF32" else None)
     elements = re.match(r"(\d+) elements", row["config"])
     if elements is None:
         return None
@@ -338,7 +340,8 @@ _CONVOLUTION_GRADIENTS = {"conv2d forward": None, "conv2d forward + weight gradi
                           "conv2d forward + input gradient": (True, False)}
 
 
-def _measured_convolution(config: str, dtype: str, gradients: tuple[bool, bool] | None) -> tuple[Cost, ...]:
+def _measured_convolution(config: str, dtype: str, gradients: tuple[bool, bool] | None,
+                          channels_last: bool) -> tuple[Cost, ...]:
     """gpu_calibration.py's F.conv2d(image, weight, stride, padding=k // 2) of "N=32 C=64 K=64 R=S=3
     stride=1 H=W=56", then (unless gradients is None) torch.autograd.grad of its output with respect to
     the input or the weight: one convolution_backward with that output mask."""
@@ -348,13 +351,14 @@ def _measured_convolution(config: str, dtype: str, gradients: tuple[bool, bool] 
     geometry = [[stride, stride], [r // 2, r // 2], [1, 1], False, [0, 0], 1]
     lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
     forward = cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
-                             [None, None, None] + geometry))
+                             [None, None, None] + geometry, channels_last=channels_last))
     if gradients is None:
         return (forward,)
     out = (side + 2 * (r // 2) - r) // stride + 1
     backward = cost_of(OpCall("aten::convolution_backward", [[n, k, out, out]] + shapes + [[]] * 8,
                               [dtype, dtype, dtype, "ScalarList"] + lists + ["ScalarList"],
-                              [None, None, None, None] + geometry + [[*gradients, False]]))
+                              [None, None, None, None] + geometry + [[*gradients, False]],
+                              channels_last=channels_last))
     return forward, backward
 
 

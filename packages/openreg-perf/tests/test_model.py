@@ -72,11 +72,43 @@ def test_a_profile_without_a_graph_floor_adds_its_floor_to_the_work():
     assert kernel_seconds(long, None, plain).seconds == pytest.approx(work + chip.kernel_floor_s)
 
 
-def conv(dtype="float"):
-    shapes = [[32, 256, 14, 14], [256, 256, 3, 3]]
+def conv(dtype="float", kernel=3, stride=1, channels_last=False):
+    shapes = [[32, 256, 14, 14], [256, 256, kernel, kernel]]
     lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
     return cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
-                          [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]))
+                          [None, None, None, [stride, stride], [kernel // 2] * 2, [1, 1], False, [0, 0], 1],
+                          channels_last=channels_last))
+
+
+def test_an_nchw_convolution_on_matrix_units_pays_for_its_layout_conversions():
+    """Note [Layout conversions]: a 3x3 BF16 convolution of NCHW tensors converts the image (3.2 MB),
+    the weight (1.2 MB) and the output (3.2 MB), each a kernel that reads and writes it; a channels-last
+    one, a 1x1 stride-1 one (a plain product) and an FP32 one (SIMT kernels read NCHW) convert nothing."""
+    image, weight = 32 * 256 * 14 * 14 * 2, 256 * 256 * 9 * 2
+    assert conv(BF16).layout_copies == (image, weight, image)
+    assert conv(BF16, channels_last=True).layout_copies == conv(BF16, kernel=1).layout_copies == ()
+    assert conv(BF16, kernel=1, stride=2).layout_copies != ()  # strided: not a plain product
+    extra = kernel_seconds(conv(BF16), None, H100).seconds - kernel_seconds(conv(BF16, channels_last=True), None,
+                                                                             H100).seconds
+    # Three kernels moving 2 x 7.6 MB: more than three kernel floors, less than at a third of the bandwidth.
+    assert 3 * H100.chip.kernel_floor_s < extra < 3 * H100.chip.kernel_floor_s + 2 * (2 * image + weight) / (
+        H100.memory.bandwidth_bytes_per_s / 3)
+    fp32 = conv()
+    assert kernel_seconds(fp32, None, H100).seconds == kernel_seconds(replace(fp32, layout_copies=()), None,
+                                                                      H100).seconds
+    assert kernel_seconds(fp32, "tf32", H100).seconds > kernel_seconds(replace(fp32, layout_copies=()), "tf32",
+                                                                       H100).seconds
+
+
+def test_winograd_runs_only_on_the_architectures_that_have_it():
+    """costs/products.py's Note [Which convolutions run as Winograd]: the same FP32 3x3 convolution is a
+    Winograd kernel on a V100 and an implicit GEMM on the H100 (cuDNN 9 on the H200 ran none)."""
+    v100 = load_profile("v100-pcie-32gb")
+    winograd = conv()
+    assert winograd.role == "forward_winograd" and winograd.direct_matrix.m == 32 * 14 * 14
+    as_gemm = replace(winograd, role="forward", matrix=winograd.direct_matrix)
+    assert kernel_seconds(winograd, None, H100) == kernel_seconds(as_gemm, None, H100)
+    assert kernel_seconds(winograd, None, v100) != kernel_seconds(as_gemm, None, v100)
 
 
 def test_a_tf32_convolution_takes_its_own_factor_and_a_tf32_product_does_not():

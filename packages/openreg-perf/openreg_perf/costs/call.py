@@ -48,6 +48,8 @@ class OpCall:
     concrete_inputs: the value of each scalar or int-list argument, None or "" for tensors.
     output_shapes, output_dtypes: what the call returned, described the same way; empty where a
     recording did not note it (a call written by hand, a profiler's trace).
+    channels_last: its image tensors are channels-last (torch.channels_last). A recording does not note
+    a tensor's layout, so a recorded call is taken as PyTorch's default, contiguous (NCHW).
     """
 
     name: str
@@ -56,6 +58,7 @@ class OpCall:
     concrete_inputs: Sequence = ()
     output_shapes: Sequence = ()
     output_dtypes: Sequence = ()
+    channels_last: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,10 @@ class Cost:
     rows: int = 0  # a row-wise kernel's independent rows (softmax, layer norm): one block each, see model.py
     reread_bytes: float = 0.0  # of bytes_read, a row-wise kernel's later passes over its rows (model.py's
     #                            Note [Rows read again]): from L2, where the rows in flight fit in it
+    direct_matrix: MatrixShape | None = field(default=None, compare=False)  # a Winograd convolution's implicit
+    #                            GEMM, where no Winograd kernel runs (Note [Which convolutions run as Winograd])
+    layout_copies: tuple = ()  # a convolution's tensors (bytes of each) that cuDNN converts between NCHW
+    #                            and NHWC around a matrix-unit kernel (model.py's Note [Layout conversions])
 
     @property
     def bytes(self) -> float:
@@ -170,6 +177,7 @@ class _Args:
 
     def __init__(self, call: OpCall):
         self.name = call.name.removeprefix("aten::")
+        self.channels_last = call.channels_last
         self.shapes = list(call.shapes)
         self.dtypes = list(call.dtypes)
         self.values = list(call.concrete_inputs) + [None] * (len(self.shapes) - len(call.concrete_inputs))
@@ -237,7 +245,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
-          role="", rows=0, reread=0) -> Cost:
+          role="", rows=0, reread=0, layout=(), direct=None) -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
     return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
-                role, rows, float(reread))
+                role, rows, float(reread), direct, tuple(layout))

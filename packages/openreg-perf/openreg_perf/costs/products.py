@@ -130,7 +130,10 @@ def _conv_values(args: _Args):
 # its transforms; otherwise it runs an implicit GEMM. NeuSight's 3x3 stride-1 rows on the P100, P4, T4
 # and V100 show it: with 64 input channels or more, 83 % of 4,776 ran Winograd kernels; with fewer,
 # 25 % of 1,224 did. The two get their own factors on the FP32 GEMM level (conv_winograd_factor,
-# conv_forward_factor). Matrix-unit convolutions run implicit GEMMs.
+# conv_forward_factor). Matrix-unit convolutions run implicit GEMMs, and so does cuDNN 9 on an H200 in
+# FP32 (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: Ampere's sm80_xmma FFMA kernels,
+# once an FFT, never Winograd): model.py runs the direct product (Cost.direct_matrix) on NVIDIA chips
+# from Ampere on (model.WINOGRAD_ARCHITECTURES lists those that run Winograd).
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
@@ -152,8 +155,10 @@ def _convolution(name: str, args: _Args) -> Cost:
     flops = conv.flops + (out_numel if bias else 0)
     written = out_numel * element_size(source.dtype)
     winograd = _runs_as_winograd(conv, values, source.dtype)
+    layout = _layout_copies(conv, values, args, [source, weight, Tensor(conv.out_shape, source.dtype)])
     return _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(winograd=winograd),
-                 role="forward_winograd" if winograd else "forward")
+                 role="forward_winograd" if winograd else "forward", layout=layout,
+                 direct=conv.matrix() if winograd else None)
 
 
 @rule("convolution_backward", "convolution_backward_overrideable")
@@ -174,7 +179,22 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
         written += conv.out_channels * element_size(grad.dtype)
     gemms = max(1, int(bool(want_input)) + int(bool(want_weight)))
     role = "input_weight_grad" if want_input and want_weight else "input_grad" if want_input else "weight_grad"
-    return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role)
+    # Converted: grad_output, then each product's other operand and its result (the same shapes).
+    converted = [grad] + [weight, source] * bool(want_input) + [source, weight] * bool(want_weight)
+    layout = _layout_copies(conv, values, args, converted)
+    return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
+
+
+def _layout_copies(conv: _Conv, values, args: _Args, tensors: list[Tensor]) -> list[int]:
+    """model.py's Note [Layout conversions]: the bytes of each tensor cuDNN converts between NCHW and NHWC
+    around a matrix-unit kernel; none for channels-last tensors, or a convolution that is a matrix
+    product of NCHW tensors as they are (1 x 1 kernel, stride 1, no padding, ungrouped)."""
+    stride, padding, _, _, groups = values
+    every = lambda value, side, default: all(  # noqa: E731
+        each == side for each in _per_dim(value, len(conv.kernel), default))
+    product = (every(conv.kernel, 1, 1) and every(stride, 1, 1) and every(padding, 0, 0) and groups == 1
+               and not conv.transposed)
+    return [] if args.channels_last or product else [tensor.nbytes for tensor in tensors]
 
 
 # ---------------------------------------------------------------------------------------- attention
