@@ -160,5 +160,5 @@ def _op_call(record, calls: dict[int, OpCall]) -> OpCall | None:
     call = calls.get(id(record))
     if call is None:
         call = calls[id(record)] = OpCall(record.name, record.shapes, record.dtypes, record.concrete_inputs,
-                                           record.output_shapes, record.output_dtypes)
+                                           record.output_shapes, record.output_dtypes, record.channels_last)
     return call

@@ -57,7 +57,7 @@ as they are (1 x 1 kernel, stride 1, no padding), which it mostly runs as one. O
 (median 41 %) of the device time of the 50 BF16 and TF32 passes of ResNet-50 that had them: its 3 x 3
 and strided convolutions, and the 1 x 1 ones over 7 x 7 images. None ran for channels-last tensors, or
 in FP32, whose kernels read NCHW. Each conversion is priced as a kernel that reads and writes its
-tensor at the elementwise rate. A recording does not note layouts: its convolutions are taken as NCHW.
+tensor at the elementwise rate. A recording notes whether a call's tensors are channels-last.
 
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long

@@ -119,6 +119,30 @@ def _predicted_kernel(fn, profile):
     return kernel
 
 
+def test_a_channels_last_convolution_skips_the_layout_conversions():
+    """Note [Layout conversions] in model.py: the recording notes the layout, and the BF16 convolution of
+    NCHW tensors pays for converting them, at least a kernel floor per tensor."""
+    from openreg_perf import capture
+    from openreg_perf.costs import cost_of
+    from openreg_perf.model import layout_conversion_seconds
+
+    h100 = openreg_perf.load_profile("h100-sxm")
+    image = torch.randn(8, 64, 28, 28, device="openreg", dtype=torch.bfloat16)
+    weight = torch.randn(64, 64, 3, 3, device="openreg", dtype=torch.bfloat16)
+    last = image.to(memory_format=torch.channels_last), weight.to(memory_format=torch.channels_last)
+    nchw = _predicted_kernel(lambda: torch.nn.functional.conv2d(image, weight), h100)
+    channels_last = _predicted_kernel(lambda: torch.nn.functional.conv2d(*last), h100)
+    with capture.record() as trace:
+        torch.nn.functional.conv2d(image, weight)
+        torch.nn.functional.conv2d(*last)
+    calls = [work.op for work in trace.work if work.op is not None and "conv" in work.op.name]
+    assert [call.channels_last for call in calls] == [False, True]
+    assert cost_of(calls[1]).layout_copies == () and len(cost_of(calls[0]).layout_copies) == 3
+    converting = layout_conversion_seconds(cost_of(calls[0]), None, h100)
+    assert converting == pytest.approx(3 * h100.chip.kernel_floor_s) or converting > 3 * h100.chip.kernel_floor_s
+    assert nchw.seconds == pytest.approx(channels_last.seconds + converting)
+
+
 def test_fp32_matrix_products_use_tf32_where_pytorch_s_flags_allow_it():
     a = torch.randn(2048, 2048, device="openreg")
     h100 = openreg_perf.load_profile("h100-sxm")

@@ -80,6 +80,18 @@ def test_each_call_records_what_it_returned():
     assert maximum.output_shapes == [[4], [4]] and maximum.output_dtypes == ["c10::Half", "long int"]
 
 
+def test_a_call_on_channels_last_tensors_says_so():
+    """A device's convolution library may convert NCHW tensors to channels-last and back: a tool pricing
+    the call needs the layout, and equal shapes in two layouts are two different calls."""
+    image, weight = torch.randn(2, 3, 8, 8, device="openreg"), torch.randn(4, 3, 3, 3, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        torch.nn.functional.conv2d(image, weight)
+        torch.nn.functional.conv2d(image.to(memory_format=torch.channels_last), weight)
+    convolutions = [call for call in calls_of(recording) if "conv" in call.name]
+    assert [call.channels_last for call in convolutions] == [False, True]
+    assert convolutions[0].shapes == convolutions[1].shapes
+
+
 def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

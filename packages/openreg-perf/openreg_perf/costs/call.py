@@ -48,8 +48,8 @@ class OpCall:
     concrete_inputs: the value of each scalar or int-list argument, None or "" for tensors.
     output_shapes, output_dtypes: what the call returned, described the same way; empty where a
     recording did not note it (a call written by hand, a profiler's trace).
-    channels_last: its image tensors are channels-last (torch.channels_last). A recording does not note
-    a tensor's layout, so a recorded call is taken as PyTorch's default, contiguous (NCHW).
+    channels_last: a tensor argument is channels-last (torch.channels_last), as a recording notes it
+    (torch.openreg.record_activity's OperatorRecord.channels_last); False: PyTorch's default, NCHW.
     """
 
     name: str

@@ -91,6 +91,12 @@ RecordedArgument::Kind kindOf(const c10::IValue& value) {
   return RecordedArgument::kOther;
 }
 
+// A device's convolution library may convert other layouts to this one.
+bool isChannelsLast(const at::Tensor& tensor) {
+  c10::MemoryFormat format = tensor.suggest_memory_format();
+  return format == c10::MemoryFormat::ChannelsLast || format == c10::MemoryFormat::ChannelsLast3d;
+}
+
 // A tensor list may hold undefined tensors: they have no sizes.
 c10::IntArrayRef sizesOf(const c10::IValue& tensor) {
   return tensor.toTensor().defined() ? tensor.toTensor().sizes() : c10::IntArrayRef();
@@ -103,6 +109,7 @@ RecordedArgument describe(const c10::IValue& value) {
     case RecordedArgument::kTensor:
       argument.sizes.push_back(value.toTensor().sizes().vec());
       argument.dtype = value.toTensor().scalar_type();
+      argument.channelsLast = isChannelsLast(value.toTensor());
       break;
     case RecordedArgument::kTensorList:
       for (const c10::IValue& tensor : value.toListRef()) argument.sizes.push_back(sizesOf(tensor).vec());
@@ -152,6 +159,7 @@ void appendKey(std::string& key, const c10::IValue& value) {
   switch (kind) {
     case RecordedArgument::kTensor:
       appendBytes(key, value.toTensor().scalar_type());
+      appendBytes(key, isChannelsLast(value.toTensor()));
       appendSizes(key, value.toTensor().sizes());
       break;
     case RecordedArgument::kTensorList:

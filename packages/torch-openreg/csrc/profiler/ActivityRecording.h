@@ -26,6 +26,7 @@ struct RecordedArgument {
   Kind kind = kOther;
   std::vector<std::vector<int64_t>> sizes;  // kTensor: one entry; kTensorList: one per tensor
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // kTensor
+  bool channelsLast = false;  // kTensor: laid out channels-last (its suggest_memory_format)
   c10::IValue value;  // kScalar, kScalarList
 };
 

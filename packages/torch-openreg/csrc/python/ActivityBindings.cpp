@@ -55,12 +55,17 @@ void appendArgument(const RecordedArgument& argument, py::list& shapes, py::list
   if (values != nullptr) values->append(value);
 }
 
-// (name, shapes, dtypes, concrete inputs, output shapes, output dtypes).
+// (name, shapes, dtypes, concrete inputs, output shapes, output dtypes,
+// whether a tensor argument is channels-last).
 py::tuple operatorTuple(const OperatorRecord& record) {
   py::list shapes, dtypes, values, outputShapes, outputDtypes;
-  for (const RecordedArgument& argument : record.arguments) appendArgument(argument, shapes, dtypes, &values);
+  bool channelsLast = false;
+  for (const RecordedArgument& argument : record.arguments) {
+    appendArgument(argument, shapes, dtypes, &values);
+    channelsLast = channelsLast || argument.channelsLast;
+  }
   for (const RecordedArgument& output : record.outputs) appendArgument(output, outputShapes, outputDtypes, nullptr);
-  return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes);
+  return py::make_tuple(record.name, shapes, dtypes, values, outputShapes, outputDtypes, channelsLast);
 }
 
 // (ids, calls): calls[i] is the call that ids[i] names; equal calls share

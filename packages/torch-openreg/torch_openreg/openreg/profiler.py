@@ -93,7 +93,10 @@ class OperatorRecord(NamedTuple):
     ``dtypes`` (``"float"``, ``"c10::Half"``, ..., ``"TensorList"``,
     ``"Scalar"``, ``"ScalarList"``, or ``""``) and ``concrete_inputs`` (the
     value of a scalar or a list of scalars, ``None`` otherwise); and what it
-    returned, described the same way: ``output_shapes``, ``output_dtypes``."""
+    returned, described the same way: ``output_shapes``, ``output_dtypes``;
+    ``channels_last``: whether a tensor argument is laid out channels-last
+    (its ``suggest_memory_format()``), which a device's convolutions may
+    have to convert."""
 
     name: str
     shapes: list
@@ -101,6 +104,7 @@ class OperatorRecord(NamedTuple):
     concrete_inputs: list
     output_shapes: list = []
     output_dtypes: list[str] = []
+    channels_last: bool = False
 
 
 @dataclass
