@@ -31,6 +31,20 @@ def has_kernel(operator: str, dispatch_key: str) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(operator, dispatch_key)
 
 
+def device_capability(index: int = 0) -> tuple[dict | None, str | None]:
+    """(torch.accelerator.get_device_capability(index), None), or (None, why not): the installed torch
+    lacks the API, or the backend's hooks do not report capabilities, which PyTorch's default hook says
+    by raising (torch 2.11's CUDA backend does)."""
+    if not hasattr(torch.accelerator, "get_device_capability"):
+        return None, f"torch {torch.__version__} lacks torch.accelerator.get_device_capability"
+    try:
+        return torch.accelerator.get_device_capability(index), None
+    except RuntimeError as error:
+        if "doesn't support getting device capabilities" not in str(error):
+            raise
+        return None, f"the backend does not report device capabilities ({error})"
+
+
 def multiple_devices(device_type: str) -> str | None:
     count = torch.accelerator.device_count()
     return None if count >= 2 else f"the backend has {count} device; these contracts need two"

@@ -130,15 +130,17 @@ def environment(device: str) -> dict:
 
     import torch
 
+    from openreg_conformance.capabilities import device_capability
+
     backends = [f"{point.dist.name} {point.dist.version}" for point in entry_points(group="torch.backends")
                 if point.dist is not None]
     module = torch.get_device_module(device) if hasattr(torch, device) else None
     name = module.get_device_name(0) if module is not None and hasattr(module, "get_device_name") else device
-    capability = (torch.accelerator.get_device_capability(0) if hasattr(torch.accelerator, "get_device_capability")
-                  else None)
+    capability, unreported = device_capability(0)
     return {"torch": torch.__version__, "python": sys.version.split()[0], "device_type": device,
             "device_count": torch.accelerator.device_count(), "device_name": str(name),
-            "capability": {key: str(value) for key, value in (capability or {}).items()},
+            "capability": {key: str(value) for key, value in capability.items()} if capability else
+                          {"unreported": unreported},
             "backend_packages": backends, "seeded_defect": os.environ.get("TORCH_OPENREG_SEEDED_DEFECT")}
 
 
@@ -171,3 +173,6 @@ def pytest_collectreport(report):
     if report.failed:
         emit({"event": "test", "nodeid": report.nodeid or "<collection>", "phase": "collect", "outcome": "failed",
               "message": str(report.longrepr)[-2000:], "duration": 0.0})
+    elif report.skipped:  # a whole file skipped as it was imported (pytest.skip(allow_module_level=True))
+        emit({"event": "test", "nodeid": report.nodeid, "phase": "collect", "outcome": "skipped",
+              "message": message_of(report), "duration": 0.0})

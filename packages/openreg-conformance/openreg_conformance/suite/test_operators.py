@@ -27,6 +27,7 @@ import itertools
 import sys
 import unittest
 
+import pytest
 import torch
 from openreg_conformance import plugin
 from torch.testing._internal import common_utils
@@ -87,10 +88,16 @@ def configure(device_type: str) -> None:
     unknown = sorted(set(op_overrides) - known)
     if unknown:
         raise ValueError(f"the overrides file names operators op_db does not have: {unknown}")
+    configs = dict(op_overrides=op_overrides, op_allowlist=getattr(overrides, "OP_ALLOWLIST", None),
+                   test_exclusions=getattr(overrides, "TEST_EXCLUSIONS", None))
     for base in get_device_type_test_bases():
-        if base.device_type in (device_type, "privateuse1"):
-            base.set_test_configs(op_overrides=op_overrides, op_allowlist=getattr(overrides, "OP_ALLOWLIST", None),
-                                  test_exclusions=getattr(overrides, "TEST_EXCLUSIONS", None))
+        if base.device_type not in (device_type, "privateuse1"):
+            continue
+        if hasattr(base, "set_test_configs"):
+            base.set_test_configs(**configs)
+        elif any(configs.values()):  # an older torch (2.11's CUDATestBase): nothing to apply them with
+            pytest.skip(f"the overrides file needs {base.__name__}.set_test_configs, which torch "
+                        f"{torch.__version__} lacks", allow_module_level=True)
 # LITERALINCLUDE END: CONFORMANCE_OPERATORS_CONFIG
 
 
@@ -186,6 +193,9 @@ def tensors_in(value) -> list[torch.Tensor]:
     return [x for x in tree_leaves(value) if isinstance(x, torch.Tensor)]
 
 
+GRADIENT_TOLERANCE = {"atol": 1e-4, "rtol": 1e-3}  # a module's float32 parameter and input gradients
+
+
 class TestConformanceModules(TestCase):
     # As PyTorch's TestModule.test_cpu_gpu_parity (TF32 off there too).
     @modules(module_db, allowed_dtypes=(torch.float32,), train_eval_mode=TrainEvalMode.train_and_eval)
@@ -217,15 +227,17 @@ class TestConformanceModules(TestCase):
                 continue
             sum(t.float().sum() for t in expected_outputs).backward()
             sum(t.float().sum() for t in got_outputs).backward()
-            # Reductions may sum in another order than the CPU's: float32 rounding.
+            # Reductions may sum in another order than the CPU's: float32 rounding. A device's library
+            # differs by more than the CPU's own tolerance: an H200's cuDNN RNN and attention weight
+            # gradients by up to 6.7e-5 (2.5e-4 relative).
             for (name, p), q in zip(reference.named_parameters(), moved.parameters(), strict=True):
                 if p.grad is not None:
-                    self.assertEqual(q.grad.cpu(), p.grad, exact_device=False, atol=1e-5, rtol=1e-4,
+                    self.assertEqual(q.grad.cpu(), p.grad, exact_device=False, **GRADIENT_TOLERANCE,
                                      msg=f"gradient of {name}")
             for index, (x, y) in enumerate(zip(tensors_in((cpu_args, cpu_kwargs)), tensors_in((args, kwargs)),
                                                strict=True)):
                 if x.grad is not None:
-                    self.assertEqual(y.grad.cpu(), x.grad, exact_device=False, atol=1e-5, rtol=1e-4,
+                    self.assertEqual(y.grad.cpu(), x.grad, exact_device=False, **GRADIENT_TOLERANCE,
                                      msg=f"gradient of input {index}")
 
 
