@@ -94,7 +94,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .costs import Cost, MatrixShape
 from .profile import PRECISIONS, Profile
@@ -179,7 +179,7 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
     if cost.role == "forward_winograd" and profile.architecture not in WINOGRAD_ARCHITECTURES:
-        cost = replace(cost, role="forward", matrix=cost.direct_matrix)
+        cost = cost.as_gemm
     peak, nbytes = peak_rate(cost, dtype, profile), memory_bytes(cost, profile)
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
         chosen = matrix_kernel(cost, dtype, profile)

@@ -86,8 +86,8 @@ class Cost:
     rows: int = 0  # a row-wise kernel's independent rows (softmax, layer norm): one block each, see model.py
     reread_bytes: float = 0.0  # of bytes_read, a row-wise kernel's later passes over its rows (model.py's
     #                            Note [Rows read again]): from L2, where the rows in flight fit in it
-    direct_matrix: MatrixShape | None = field(default=None, compare=False)  # a Winograd convolution's implicit
-    #                            GEMM, where no Winograd kernel runs (Note [Which convolutions run as Winograd])
+    as_gemm: Cost | None = field(default=None, compare=False)  # a Winograd convolution as an implicit GEMM,
+    #                            where no Winograd kernel runs (Note [Which convolutions run as Winograd])
     layout_copies: tuple = ()  # a convolution's tensors (bytes of each) that cuDNN converts between NCHW
     #                            and NHWC around a matrix-unit kernel (model.py's Note [Layout conversions])
 
@@ -245,7 +245,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
-          role="", rows=0, reread=0, layout=(), direct=None) -> Cost:
+          role="", rows=0, reread=0, layout=()) -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
     return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
-                role, rows, float(reread), direct, tuple(layout))
+                role, rows, float(reread), layout_copies=tuple(layout))

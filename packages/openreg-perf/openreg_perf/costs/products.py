@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .call import SCALAR_TYPES, Cost, MatrixShape, Tensor, _Args, _bytes, _cost, broadcast, element_size
 from .registry import register, rule
@@ -132,7 +132,7 @@ def _conv_values(args: _Args):
 # 25 % of 1,224 did. The two get their own factors on the FP32 GEMM level (conv_winograd_factor,
 # conv_forward_factor). Matrix-unit convolutions run implicit GEMMs, and so does cuDNN 9 on an H200 in
 # FP32 (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: Ampere's sm80_xmma FFMA kernels,
-# once an FFT, never Winograd): model.py runs the direct product (Cost.direct_matrix) on NVIDIA chips
+# once an FFT, never Winograd): model.py runs the implicit GEMM (Cost.as_gemm) on NVIDIA chips
 # from Ampere on (model.WINOGRAD_ARCHITECTURES lists those that run Winograd).
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
@@ -154,11 +154,12 @@ def _convolution(name: str, args: _Args) -> Cost:
     out_numel = math.prod(conv.out_shape)
     flops = conv.flops + (out_numel if bias else 0)
     written = out_numel * element_size(source.dtype)
-    winograd = _runs_as_winograd(conv, values, source.dtype)
     layout = _layout_copies(conv, values, args, [source, weight, Tensor(conv.out_shape, source.dtype)])
-    return _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(winograd=winograd),
-                 role="forward_winograd" if winograd else "forward", layout=layout,
-                 direct=conv.matrix() if winograd else None)
+    gemm = _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward",
+                 layout=layout)
+    if not _runs_as_winograd(conv, values, source.dtype):
+        return gemm
+    return replace(gemm, matrix=conv.matrix(winograd=True), role="forward_winograd", as_gemm=gemm)
 
 
 @rule("convolution_backward", "convolution_backward_overrideable")
