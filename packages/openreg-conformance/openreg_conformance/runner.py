@@ -36,7 +36,7 @@ class Outcome:
     outcome: str  # passed, failed, skipped
     message: str = ""
     duration: float = 0.0
-    phase: str = "call"  # setup, call, teardown; collect for a file that failed to import
+    phase: str = "call"  # setup, call, teardown; collect for a file that failed to import, or skipped as it did
 
     @property
     def retriable(self) -> bool:

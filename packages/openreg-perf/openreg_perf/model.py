@@ -49,15 +49,15 @@ products waste part of a large tile, which is why the library has small ones. le
 e.gemm_*_fraction times the kind's factor (e.conv_*_factor, e.attention_*_factor; 1 for a GEMM).
 
 Note [Layout conversions]
-cuDNN's matrix-unit convolution kernels read and write channels-last (NHWC) tensors. Given PyTorch's
-default NCHW tensors, it converts each operand to NHWC and the result back, a kernel per tensor
-(nchwToNhwcKernel, nhwcToNchwKernel), unless the convolution is a matrix product of the NCHW tensors
-as they are (1 x 1 kernel, stride 1, no padding), which it mostly runs as one. On the H200
-(tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv) the conversions took 23-77 %
-(median 41 %) of the device time of the 50 BF16 and TF32 passes of ResNet-50 that had them: its 3 x 3
-and strided convolutions, and the 1 x 1 ones over 7 x 7 images. None ran for channels-last tensors, or
-in FP32, whose kernels read NCHW. Each conversion is priced as a kernel that reads and writes its
-tensor at the elementwise rate. A recording notes whether a call's tensors are channels-last.
+cuDNN's matrix-unit convolution kernels read and write channels-last (NHWC) tensors. Given NCHW ones,
+PyTorch's default, each cuDNN call (the forward pass, each gradient) converts its operands to NHWC and,
+mostly, its result back, a kernel per tensor (a 1 x 1 weight is the same bytes: none), unless it is a
+plain product of the NCHW tensors (1 x 1 kernel, stride 1, no padding), mostly run as one. On the H200
+(tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv) they took 23-77 % (median 42 %)
+of the 54 of ResNet-50's 88 BF16 and TF32 passes that had them; none ran for channels-last tensors, and
+in FP32 (NCHW kernels) five 1 x 1 weight gradients spent 4-8 % on them (not priced). Each is priced as
+a kernel reading and writing its tensor at the elementwise rate, on NVIDIA's chips (CUDNN_ARCHITECTURES).
+A recording notes whether a call's tensors are channels-last.
 
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
@@ -124,10 +124,11 @@ KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
 # Blocks of a long-row kernel (1,024 threads each) one compute unit runs at once: 2,048 threads per SM on
 # Pascal, Volta, the A100 and Hopper (Note [Rows read again]).
 ROWS_IN_FLIGHT_PER_UNIT = 2
-# Where cuDNN runs FP32 3x3 convolutions as Winograd (NeuSight's kernel names), besides AMD's chips, whose
-# MIOpen has Winograd solvers too; not from Ampere on (the H200's: costs/products.py's Note [Which
-# convolutions run as Winograd]).
-WINOGRAD_ARCHITECTURES = ("pascal", "volta", "turing", "cdna2", "cdna3", "")
+# NVIDIA's architectures, whose convolutions cuDNN runs (Note [Layout conversions]); and those of them
+# whose cuDNN runs an FP32 3x3 forward convolution as an implicit GEMM, not as Winograd (the H200's:
+# costs/products.py's Note [Which convolutions run as Winograd]). Other chips keep the Winograd rule.
+CUDNN_ARCHITECTURES = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
+NO_FP32_WINOGRAD = ("ampere", "ada", "hopper", "blackwell")
 # Which memory fraction a kernel of each kind streams at.
 MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
 
@@ -178,7 +179,7 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     matrix products of FP32 tensors) or None for the cost's own precision. Views take no time."""
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
-    if cost.role == "forward_winograd" and profile.architecture not in WINOGRAD_ARCHITECTURES:
+    if cost.role == "forward_winograd" and profile.architecture in NO_FP32_WINOGRAD:
         cost = cost.as_gemm
     peak, nbytes = peak_rate(cost, dtype, profile), memory_bytes(cost, profile)
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
@@ -246,9 +247,10 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
 
 
 def layout_conversion_seconds(cost: Cost, dtype: str | None, profile: Profile) -> float:
-    """Note [Layout conversions]: a kernel per converted tensor, which reads and writes it, where the
-    convolution runs on the matrix units."""
-    if not cost.layout_copies or not _on_matrix_units(profile.matrix_precision(dtype or cost.precision)):
+    """Note [Layout conversions]: a kernel per converted tensor, which reads and writes it, where cuDNN
+    runs the convolution on the matrix units."""
+    if (not cost.layout_copies or profile.architecture not in CUDNN_ARCHITECTURES
+            or not _on_matrix_units(profile.matrix_precision(dtype or cost.precision))):
         return 0.0
     fraction = profile.efficiency.elementwise_memory_fraction
     return sum(queued_seconds(_memory_seconds(2 * size, profile, fraction), profile) for size in cost.layout_copies)

@@ -72,12 +72,18 @@ def test_a_profile_without_a_graph_floor_adds_its_floor_to_the_work():
     assert kernel_seconds(long, None, plain).seconds == pytest.approx(work + chip.kernel_floor_s)
 
 
-def conv(dtype="float", kernel=3, stride=1, channels_last=False):
-    shapes = [[32, 256, 14, 14], [256, 256, kernel, kernel]]
+def conv(dtype="float", kernel=3, stride=1, channels_last=False, groups=1, backward_mask=None):
+    """A batch-32 convolution over 256 channels of 14 x 14 (its backward for a mask of gradients)."""
+    shapes = [[32, 256, 14, 14], [256, 256 // groups, kernel, kernel]]
     lists = ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
-    return cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
-                          [None, None, None, [stride, stride], [kernel // 2] * 2, [1, 1], False, [0, 0], 1],
-                          channels_last=channels_last))
+    geometry = [[stride, stride], [kernel // 2] * 2, [1, 1], False, [0, 0], groups]
+    if backward_mask is None:
+        return cost_of(OpCall("aten::convolution", shapes + [[]] * 7, [dtype, dtype, ""] + lists,
+                              [None, None, None] + geometry, channels_last=channels_last))
+    side = (14 + 2 * (kernel // 2) - kernel) // stride + 1
+    return cost_of(OpCall("aten::convolution_backward", [[32, 256, side, side]] + shapes + [[]] * 8,
+                          [dtype, dtype, dtype, "ScalarList"] + lists + ["ScalarList"],
+                          [None, None, None, None] + geometry + [backward_mask], channels_last=channels_last))
 
 
 def test_an_nchw_convolution_on_matrix_units_pays_for_its_layout_conversions():
@@ -87,7 +93,9 @@ def test_an_nchw_convolution_on_matrix_units_pays_for_its_layout_conversions():
     image, weight = 32 * 256 * 14 * 14 * 2, 256 * 256 * 9 * 2
     assert conv(BF16).layout_copies == (image, weight, image)
     assert conv(BF16, channels_last=True).layout_copies == conv(BF16, kernel=1).layout_copies == ()
-    assert conv(BF16, kernel=1, stride=2).layout_copies != ()  # strided: not a plain product
+    # Strided: not a plain product, but a 1x1 weight is the same bytes in both layouts.
+    assert conv(BF16, kernel=1, stride=2).layout_copies == (image, 32 * 256 * 7 * 7 * 2)
+    assert conv(BF16, groups=256).layout_copies == ()  # depthwise: PyTorch's own NCHW kernel
     extra = kernel_seconds(conv(BF16), None, H100).seconds - kernel_seconds(conv(BF16, channels_last=True), None,
                                                                              H100).seconds
     # Three kernels moving 2 x 7.6 MB: more than three kernel floors, less than at a third of the bandwidth.
@@ -98,6 +106,19 @@ def test_an_nchw_convolution_on_matrix_units_pays_for_its_layout_conversions():
                                                                       H100).seconds
     assert kernel_seconds(fp32, "tf32", H100).seconds > kernel_seconds(replace(fp32, layout_copies=()), "tf32",
                                                                        H100).seconds
+    # cuDNN's conversions: not on chips whose convolutions another library runs.
+    mi300x = load_profile("mi300x")
+    assert kernel_seconds(conv(BF16), None, mi300x) == kernel_seconds(conv(BF16, channels_last=True), None, mi300x)
+
+
+def test_each_gradient_of_a_convolution_converts_its_own_operands():
+    """Note [Layout conversions]: each gradient is a cuDNN call of its own, converting grad_output, its
+    other operand and its result; the bias's gradient alone runs no cuDNN product."""
+    image, weight = 32 * 256 * 14 * 14 * 2, 256 * 256 * 9 * 2
+    assert conv(BF16, backward_mask=[True, False, False]).layout_copies == (image, weight, image)
+    assert conv(BF16, backward_mask=[False, True, False]).layout_copies == (image, image, weight)
+    assert conv(BF16, backward_mask=[True, True, True]).layout_copies == (image, weight, image, image, image, weight)
+    assert conv(BF16, backward_mask=[False, False, True]).layout_copies == ()
 
 
 def test_winograd_runs_only_on_the_architectures_that_have_it():

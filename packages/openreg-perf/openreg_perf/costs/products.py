@@ -130,10 +130,10 @@ def _conv_values(args: _Args):
 # its transforms; otherwise it runs an implicit GEMM. NeuSight's 3x3 stride-1 rows on the P100, P4, T4
 # and V100 show it: with 64 input channels or more, 83 % of 4,776 ran Winograd kernels; with fewer,
 # 25 % of 1,224 did. The two get their own factors on the FP32 GEMM level (conv_winograd_factor,
-# conv_forward_factor). Matrix-unit convolutions run implicit GEMMs, and so does cuDNN 9 on an H200 in
-# FP32 (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: Ampere's sm80_xmma FFMA kernels,
-# once an FFT, never Winograd): model.py runs the implicit GEMM (Cost.as_gemm) on NVIDIA chips
-# from Ampere on (model.WINOGRAD_ARCHITECTURES lists those that run Winograd).
+# conv_forward_factor). Matrix-unit convolutions run implicit GEMMs, and so do cuDNN 9's FP32 forward
+# passes on an H200 (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: Ampere's
+# sm80_xmma FFMA kernels, once an FFT, never Winograd; its weight gradients did run Winograd): model.py
+# runs the forward pass's implicit GEMM (Cost.as_gemm) on NVIDIA chips from Ampere on (NO_FP32_WINOGRAD).
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
@@ -180,22 +180,26 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
         written += conv.out_channels * element_size(grad.dtype)
     gemms = max(1, int(bool(want_input)) + int(bool(want_weight)))
     role = "input_weight_grad" if want_input and want_weight else "input_grad" if want_input else "weight_grad"
-    # Converted: grad_output, then each product's other operand and its result (the same shapes).
-    converted = [grad] + [weight, source] * bool(want_input) + [source, weight] * bool(want_weight)
+    # Each gradient is a cuDNN call of its own, which converts grad_output, its other operand and its result.
+    converted = [grad, weight, source] * bool(want_input) + [grad, source, weight] * bool(want_weight)
     layout = _layout_copies(conv, values, args, converted)
     return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
 
 
 def _layout_copies(conv: _Conv, values, args: _Args, tensors: list[Tensor]) -> list[int]:
     """model.py's Note [Layout conversions]: the bytes of each tensor cuDNN converts between NCHW and NHWC
-    around a matrix-unit kernel; none for channels-last tensors, or a convolution that is a matrix
-    product of NCHW tensors as they are (1 x 1 kernel, stride 1, no padding, ungrouped)."""
+    around a matrix-unit kernel. None for channels-last tensors; for a convolution that is a matrix
+    product of NCHW tensors as they are (1 x 1 kernel, stride 1, no padding, ungrouped); for a
+    depthwise one in BF16 or FP32, which PyTorch runs with its own NCHW kernel, not cuDNN's; nor for
+    a tensor whose two layouts are the same bytes (one channel, or one position: a 1 x 1 weight)."""
     stride, padding, _, _, groups = values
     every = lambda value, side, default: all(  # noqa: E731
         each == side for each in _per_dim(value, len(conv.kernel), default))
-    product = (every(conv.kernel, 1, 1) and every(stride, 1, 1) and every(padding, 0, 0) and groups == 1
-               and not conv.transposed)
-    return [] if args.channels_last or product else [tensor.nbytes for tensor in tensors]
+    product = every(conv.kernel, 1, 1) and every(stride, 1, 1) and every(padding, 0, 0) and groups == 1
+    depthwise = groups > 1 and groups == conv.in_channels and tensors[0].dtype != "c10::Half"
+    if args.channels_last or product or depthwise:
+        return []
+    return [tensor.nbytes for tensor in tensors if tensor.shape[1] > 1 and math.prod(tensor.shape[2:]) > 1]
 
 
 # ---------------------------------------------------------------------------------------- attention
