@@ -119,6 +119,8 @@ def test_each_gradient_of_a_convolution_converts_its_own_operands():
     assert conv(BF16, backward_mask=[False, True, False]).layout_copies == (image, image, weight)
     assert conv(BF16, backward_mask=[True, True, True]).layout_copies == (image, weight, image, image, image, weight)
     assert conv(BF16, backward_mask=[False, False, True]).layout_copies == ()
+    for mask in ([True, True, True], [False, False, True]):  # depthwise: PyTorch's own kernel, either way
+        assert conv(BF16, groups=256, backward_mask=mask).layout_copies == ()
 
 
 def test_winograd_runs_only_on_the_architectures_that_have_it():

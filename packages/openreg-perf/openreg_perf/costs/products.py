@@ -138,11 +138,16 @@ WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
 
+def _every_side(conv: _Conv, value, side: int) -> bool:
+    """Whether a per-dimension argument (stride, padding, ...; None: its default, side) is side in
+    every spatial dimension of conv."""
+    return all(each == side for each in _per_dim(value, len(conv.kernel), side))
+
+
 def _runs_as_winograd(conv: _Conv, values, dtype: str) -> bool:
     stride, _, dilation, _, groups = values
-    unit = lambda value: all(side == 1 for side in _per_dim(value, len(conv.kernel), 1))  # noqa: E731
-    return (conv.kernel == (3, 3) and not conv.transposed and groups == 1 and unit(stride) and unit(dilation)
-            and conv.in_channels >= WINOGRAD_MIN_CHANNELS and dtype == "float")
+    return (conv.kernel == (3, 3) and not conv.transposed and groups == 1 and _every_side(conv, stride, 1)
+            and _every_side(conv, dilation, 1) and conv.in_channels >= WINOGRAD_MIN_CHANNELS and dtype == "float")
 
 
 @rule(*CONVOLUTIONS)
@@ -193,10 +198,9 @@ def _layout_copies(conv: _Conv, values, args: _Args, tensors: list[Tensor]) -> l
     depthwise one in BF16 or FP32, which PyTorch runs with its own NCHW kernel, not cuDNN's; nor for
     a tensor whose two layouts are the same bytes (one channel, or one position: a 1 x 1 weight)."""
     stride, padding, _, _, groups = values
-    every = lambda value, side, default: all(  # noqa: E731
-        each == side for each in _per_dim(value, len(conv.kernel), default))
-    product = every(conv.kernel, 1, 1) and every(stride, 1, 1) and every(padding, 0, 0) and groups == 1
-    depthwise = groups > 1 and groups == conv.in_channels and tensors[0].dtype != "c10::Half"
+    product = (_every_side(conv, conv.kernel, 1) and _every_side(conv, stride, 1) and _every_side(conv, padding, 0)
+               and groups == 1)
+    depthwise = groups > 1 and groups == conv.in_channels and args.tensor("input").dtype != "c10::Half"
     if args.channels_last or product or depthwise:
         return []
     return [tensor.nbytes for tensor in tensors if tensor.shape[1] > 1 and math.prod(tensor.shape[2:]) > 1]
