@@ -138,9 +138,7 @@ WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
 
-def _every_side(conv: _Conv, value, side: int) -> bool:
-    """Whether a per-dimension argument (stride, padding, ...; None: its default, side) is side in
-    every spatial dimension of conv."""
+def _every_side(conv: _Conv, value, side: int) -> bool:  # stride, padding...: side in every dimension
     return all(each == side for each in _per_dim(value, len(conv.kernel), side))
 
 
