@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from .profile import Profile
 from .published import Case, device_profile, with_parameters
 
-HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s", "best_shape_gain")
+HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s", "best_shape_gain",
+                      "neusight_vector_share", "neusight_rows_share", "neusight_matrix_share")
 LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
                     "conv_forward_factor", "conv_winograd_factor", "conv_matrix_forward_factor", "conv_tf32_factor",
                     "conv_weight_grad_factor", "vector_fraction", "elementwise_memory_fraction",
@@ -89,6 +90,9 @@ PARAMETERS = {
     "eager_matmul_call_s": (1e-5, 1e-7, 1e-4),
     "compiled_call_s": (3e-5, 1e-7, 1e-3),
     "best_shape_gain": (1.05, 1.0, 1.5),
+    "neusight_vector_share": (0.5, 0.01, 1.5),  # Note [NeuSight's rig] in published.py
+    "neusight_rows_share": (0.5, 0.01, 1.5),
+    "neusight_matrix_share": (0.5, 0.01, 1.5),
 }
 SWEEPS = 5
 ARCHITECTURE_PRIOR = 3.0  # how many devices every device's median weighs against an architecture's own
@@ -103,6 +107,8 @@ def predicted_seconds(case: Case, parameters: dict[str, float], profile: Profile
     if case.harness == "best_shape":  # the fastest of a shape search: luckier than a typical shape
         return case.predict(profile) / parameters["best_shape_gain"]
     harness = parameters[f"{case.harness}_call_s"] if case.harness else 0.0
+    if case.rig_share:  # Note [NeuSight's rig] in published.py
+        harness += parameters[case.rig_share] * case.floor_seconds
     return max(case.floor_seconds, harness + case.predict(profile))
 
 

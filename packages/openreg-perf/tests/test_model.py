@@ -570,6 +570,25 @@ def test_a_row_the_host_lengthened_measures_the_host_and_its_twin_the_device():
     assert cases["M=8192 K=8192 N=8192"].fitted and cases["M=8192 K=8192 N=8192"].error_class == "gemm_tensor"
 
 
+def test_neusight_rows_add_a_share_of_their_rigs_floor_to_the_kernel():
+    """Note [NeuSight's rig]: a NeuSight row is predicted as the fitted share of its rig's floor (the fastest
+    row of its device and file) plus the kernel, and never under the floor; each group of files has its share."""
+    def row(op, latency_ms, sizes):
+        return {"op": op, "Device": "Tesla V100-PCIE-32GB", "Latency": str(latency_ms), "B": str(sizes[0]),
+                "H": str(sizes[1])}
+    rows = [row("add", 0.03, (128, 128)), row("add", 0.5, (8192, 8192)), row("ln", 0.05, (64, 512))]
+    (small, large, norm), unknown = published.neusight_cases(rows)
+    assert not unknown and small.host_bound and large.fitted
+    assert (large.floor_seconds, large.rig_share, norm.rig_share) == (3e-5, "neusight_vector_share",
+                                                                      "neusight_rows_share")
+    parameters = fit.fit([]).parameters("v100-pcie-32gb")
+    kernel = large.predict(published.with_parameters(published.device_profile("v100-pcie-32gb"), parameters))
+    for share in (0.0, 0.5):
+        predicted = fit.predicted_seconds(large, {**parameters, "neusight_vector_share": share})
+        assert predicted == pytest.approx(max(3e-5, share * 3e-5 + kernel))
+    assert fit.predicted_seconds(small, {**parameters, "neusight_vector_share": 0.5}) >= 3e-5
+
+
 def test_a_graph_replay_row_is_priced_at_the_graph_floor():
     tiny = [{"workload": "kernel: add (out=)", "config": config, "precision": "FP32",
              "hardware": "NVIDIA H200 (132 SMs)", "metric": "device time", "value": "1.0", "unit": "us"}
