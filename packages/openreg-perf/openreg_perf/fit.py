@@ -79,6 +79,7 @@ PARAMETERS = {
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "row_half_rows_per_unit": (4.0, 0.01, 1e3),
     "norm_row_s": (1e-7, 1e-10, 1e-5),
+    "norm_unit_bytes_per_s": (4e10, 1e9, 1e12),
     "copy_fraction": (0.85, 0.05, 1.0),
     "simple_step_s": (5e-6, 1e-8, 1e-3),
     "simple_fraction": (0.8, 0.05, 1.0),

@@ -17,8 +17,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
             row-wise kernels, Note [Row-wise kernels]; bytes to and from memory, less a long row's later
-            passes that L2 serves, Note [Rows read again]), plus, for a layer or RMS norm,
-            rows / chip.compute_units * e.norm_row_s (Note [Rows of a norm])
+            passes that L2 serves, Note [Rows read again]); a layer or RMS norm takes at least
+            (rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units (Note [Rows of a norm])
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
@@ -74,10 +74,15 @@ on every device. The model scales the bandwidth of such a kernel (Cost.rows > 0)
 
 Note [Rows of a norm]
 PyTorch's layer norm (and RMS norm) gives each row a block that reduces it twice (mean, then variance)
-and synchronises its threads for each: a fixed time per row that streaming does not hide. The H200's
-layer norms over rows of 128 take 0.14 us per row per SM (BF16, 67 M elements: 555 us, 10 % of its
-bandwidth), where softmax's kernel for short rows, several rows to a warp, takes 117 us. A norm with
-rows (not a softmax) adds rows / chip.compute_units * e.norm_row_s, one value fitted to every device.
+and synchronises its threads for each, and a compute unit holds few such blocks at once: it works
+through its share of the rows at a pace of its own, a fixed time per row plus the row's bytes at the
+rate one unit streams them. The H200's layer norms over rows of 128 take 0.14 us per row per SM (BF16,
+67 M elements: 555 us, 10 % of its bandwidth), where softmax's kernel for short rows, several rows to a
+warp, takes 117 us; over rows of 1,024 the H100 takes what the H200 takes (815 against 757 us in FP32,
+554 against 550 in BF16) with 30 % less bandwidth: both are held by their compute units, not their
+memory. A norm with rows (not a softmax) takes the longer of its streaming time and
+(rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units, both values fitted to every
+device at once.
 
 Note [Rows read again]
 A row too long to keep on chip is read more than once (softmax: for its maximum, the sum of its
@@ -188,8 +193,8 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
         compute, memory, fixed = chosen.compute_seconds + around, chosen.memory_seconds + around, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
-        memory = _memory_seconds(nbytes, profile, _memory_fraction(cost, profile),
-                                 _row_occupancy(cost, profile)) + _norm_rows_seconds(cost, profile)
+        memory = max(_memory_seconds(nbytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile)),
+                     _norm_units_seconds(cost, nbytes, profile))
     floor = profile.chip.graph_floor_s
     seconds = queued_seconds(max(compute, memory), profile)
     if compute >= memory:
@@ -344,11 +349,12 @@ def _row_occupancy(cost: Cost, profile: Profile) -> float:
     return cost.rows / (cost.rows + half)
 
 
-def _norm_rows_seconds(cost: Cost, profile: Profile) -> float:
-    """Note [Rows of a norm]: a layer or RMS norm's time per row, beyond the bytes it streams."""
+def _norm_units_seconds(cost: Cost, nbytes: float, profile: Profile) -> float:
+    """Note [Rows of a norm]: the time a layer or RMS norm's compute units take over their shares of its rows."""
     if cost.kind != "norm" or not cost.rows or cost.role.startswith("softmax"):
         return 0.0
-    return cost.rows / profile.chip.compute_units * profile.efficiency.norm_row_s
+    efficiency = profile.efficiency
+    return (cost.rows * efficiency.norm_row_s + nbytes / efficiency.norm_unit_bytes_per_s) / profile.chip.compute_units
 
 
 def memory_bytes(cost: Cost, profile: Profile) -> float:

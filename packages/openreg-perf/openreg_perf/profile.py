@@ -147,6 +147,7 @@ class Efficiency:
     memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
     row_half_rows_per_unit: float  # rows per compute unit at which a row-wise kernel reaches half of its fraction
     norm_row_s: float  # a layer or RMS norm's fixed time per row on one compute unit (model.py's Note [Rows of a norm])
+    norm_unit_bytes_per_s: float  # ... and the rate at which one compute unit streams its rows' bytes
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 
 

@@ -3,6 +3,7 @@ determinism, and the calibration targets it meets against published measurements
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -245,8 +246,8 @@ def softmax(rows, width, dtype="float"):
 def test_a_row_wise_kernel_needs_rows_to_fill_the_device():
     """Note [Row-wise kernels]: a layer norm over few long rows reaches a smaller share of the bandwidth
     than the same bytes in many short rows; at row_half_rows_per_unit rows per compute unit, half. (Without
-    Note [Rows of a norm]'s time per row, which short rows pay.)"""
-    h100 = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0))
+    Note [Rows of a norm]'s limit of the compute units, which holds short rows.)"""
+    h100 = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0, norm_unit_bytes_per_s=math.inf))
     few, many = layer_norm(512, 1 << 14), layer_norm(1 << 14, 512)
     assert (few.rows, many.rows) == (512, 1 << 14)
     assert kernel_seconds(few, None, h100).seconds > 1.5 * kernel_seconds(many, None, h100).seconds
@@ -259,16 +260,19 @@ def test_a_row_wise_kernel_needs_rows_to_fill_the_device():
     assert add_.rows == 0 and kernel_seconds(add_, None, full).seconds == kernel_seconds(add_, None, h100).seconds
 
 
-def test_a_norm_takes_a_fixed_time_per_row_and_softmax_does_not():
-    """Note [Rows of a norm]: rows / compute units * norm_row_s on top of a layer norm's bytes; a softmax over the
-    same rows (several to a warp) pays nothing per row."""
-    without = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0))
-    rows = 1 << 19
-    norm, short_softmax = layer_norm(rows, 128, BF16), softmax(rows, 128, BF16)
-    added = kernel_seconds(norm, None, H100).seconds - kernel_seconds(norm, None, without).seconds
-    assert H100.efficiency.norm_row_s > 0
-    assert added == pytest.approx(rows / H100.chip.compute_units * H100.efficiency.norm_row_s, rel=1e-6)
-    assert kernel_seconds(short_softmax, None, H100).seconds == kernel_seconds(short_softmax, None, without).seconds
+def test_a_norm_takes_the_longer_of_its_streaming_and_its_compute_units_time_and_softmax_does_not():
+    """Note [Rows of a norm]: a layer norm over short rows is held by its compute units, (rows * norm_row_s +
+    bytes / norm_unit_bytes_per_s) / compute units; over few long rows, by memory. A softmax over short rows
+    (several to a warp) is not held by its units."""
+    unlimited = replace(H100, efficiency=replace(H100.efficiency, norm_row_s=0.0, norm_unit_bytes_per_s=math.inf))
+    rows, efficiency = 1 << 19, H100.efficiency
+    short, long_rows = layer_norm(rows, 128, BF16), layer_norm(64, 1 << 20, BF16)
+    units = (rows * efficiency.norm_row_s + short.bytes / efficiency.norm_unit_bytes_per_s) / H100.chip.compute_units
+    assert efficiency.norm_row_s > 0 and units > kernel_seconds(short, None, unlimited).seconds
+    assert kernel_seconds(short, None, H100).seconds == pytest.approx(H100.chip.graph_floor_s + units, rel=1e-9)
+    assert kernel_seconds(long_rows, None, H100).seconds == kernel_seconds(long_rows, None, unlimited).seconds
+    short_softmax = softmax(rows, 128, BF16)
+    assert kernel_seconds(short_softmax, None, H100).seconds == kernel_seconds(short_softmax, None, unlimited).seconds
 
 
 def test_softmax_backward_and_batch_norm_pay_no_time_per_row():
