@@ -96,7 +96,7 @@ PARAMETERS = {
     "neusight_matrix_share": (0.5, 0.01, 1.5),
 }
 SWEEPS = 5
-ARCHITECTURE_PRIOR = 3.0  # how many devices every device's median weighs against an architecture's own
+ARCHITECTURE_PRIOR = 1.0  # how many devices every device's median weighs against an architecture's own
 GOLDEN_STEPS = 16
 
 
@@ -221,7 +221,9 @@ def _shrunk(siblings: list[float], everyone: float) -> float:
     """An architecture's level for a chip of it without rows: the median of its fitted siblings, drawn
     towards every device's median as far as one device would pull it (on a log scale: n siblings
     weigh n, every device's median ARCHITECTURE_PRIOR). One sibling is a sample of one: the P4 and
-    the P100 are both Pascal, and a 75 W card and a 250 W one."""
+    the P100 are both Pascal, and a 75 W card and a 250 W one. Held out, a prior of 0.5, 1, 2 or 3
+    devices gives 17.5, 17.6, 17.9 or 18.0 % overall (tools/bench/perf_model.py, 2026-11-30): one
+    sibling and every device weigh alike."""
     weight = len(siblings) / (len(siblings) + ARCHITECTURE_PRIOR)
     return math.exp(weight * math.log(_median(siblings)) + (1 - weight) * math.log(everyone))
 
