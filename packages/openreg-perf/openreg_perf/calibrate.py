@@ -215,6 +215,8 @@ softmax_memory_fraction = 1.0
 memory_half_bytes = {figures['memory_half_bytes']:.4g}  # measured: the same two add_ sizes
 row_half_rows_per_unit = 0.0  # the simulator runs a row-wise kernel as any other: no occupancy to reach
 norm_row_s = 0.0  # the simulator runs a row-wise kernel as any other: nor a time per row
+reduction_fixed_s = 0.0  # the simulator runs a reduction as any other kernel
+reduction_global_s = 0.0
 norm_unit_bytes_per_s = 1e15  # nor a compute unit's own limit (a rate far above any memory's)
 copy_fraction = 1.0
 

@@ -79,6 +79,8 @@ PARAMETERS = {
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "row_half_rows_per_unit": (4.0, 0.01, 1e3),
     "norm_row_s": (1e-7, 1e-10, 1e-5),
+    "reduction_fixed_s": (2e-6, 1e-8, 2e-5),
+    "reduction_global_s": (3e-6, 1e-8, 2e-5),
     "norm_unit_bytes_per_s": (4e10, 1e9, 1e12),
     "copy_fraction": (0.85, 0.05, 1.0),
     "simple_step_s": (5e-6, 1e-8, 1e-3),

@@ -17,8 +17,10 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
             row-wise kernels, Note [Row-wise kernels]; bytes to and from memory, less a long row's later
-            passes that L2 serves, Note [Rows read again]); a layer or RMS norm takes at least
-            (rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units (Note [Rows of a norm])
+            passes that L2 serves, Note [Rows read again]); a reduction adds e.reduction_fixed_s, and
+            e.reduction_global_s where its blocks share an output (Note [Reductions]); a layer or RMS norm
+            takes at least (rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units
+            (Note [Rows of a norm])
   copy      t = latency + bytes / (link rate * e.copy_fraction)
   collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
@@ -63,6 +65,16 @@ Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
 compute-bound kernels at a lower clock: chip.sustained_clock_hz, which scales every compute peak. Memory
 bandwidth is not scaled (the memory clock is not the one that drops).
+
+Note [Reductions]
+A reduction's blocks combine their partial results before the kernel ends, and where an output has many
+inputs (GLOBAL_REDUCTION_INPUTS in costs/pointwise.py) PyTorch shares it between blocks: they write
+partial results to a workspace, and the last block to finish (a semaphore tells it) adds them. Replayed
+from a graph on an H100, a sum over rows of 1,024 takes 3.3 us from 16 K to 1 M elements, where an add
+takes 1.0; a sum of all 65,536 or more takes 7.0-7.4 us (tools/bench/measured). A reduction adds
+e.reduction_fixed_s to its streaming time, and e.reduction_global_s where it shares outputs; both are
+fitted to every device at once. Without them the fit had priced the H100's and H200's large sums at 58-61 %
+of their bandwidth, where they reach 90 %.
 
 Note [Row-wise kernels]
 Softmax, layer norm and RMS norm give each row of the normalised dimension to one block, which reads
@@ -194,7 +206,7 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
         memory = max(_memory_seconds(nbytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile)),
-                     _norm_units_seconds(cost, nbytes, profile))
+                     _norm_units_seconds(cost, nbytes, profile)) + _reduction_fixed_seconds(cost, profile)
     floor = profile.chip.graph_floor_s
     seconds = queued_seconds(max(compute, memory), profile)
     if compute >= memory:
@@ -355,6 +367,14 @@ def _norm_units_seconds(cost: Cost, nbytes: float, profile: Profile) -> float:
         return 0.0
     efficiency = profile.efficiency
     return (cost.rows * efficiency.norm_row_s + nbytes / efficiency.norm_unit_bytes_per_s) / profile.chip.compute_units
+
+
+def _reduction_fixed_seconds(cost: Cost, profile: Profile) -> float:
+    """Note [Reductions]: a reduction's own time beyond its bytes, more where its blocks share each output."""
+    if cost.kind != "reduction":
+        return 0.0
+    efficiency = profile.efficiency
+    return efficiency.reduction_fixed_s + (efficiency.reduction_global_s if cost.role == "global" else 0.0)
 
 
 def memory_bytes(cost: Cost, profile: Profile) -> float:

@@ -148,6 +148,8 @@ class Efficiency:
     row_half_rows_per_unit: float  # rows per compute unit at which a row-wise kernel reaches half of its fraction
     norm_row_s: float  # a layer or RMS norm's fixed time per row on one compute unit (model.py's Note [Rows of a norm])
     norm_unit_bytes_per_s: float  # ... and the rate at which one compute unit streams its rows' bytes
+    reduction_fixed_s: float  # a reduction kernel's own time beyond its bytes (model.py's Note [Reductions])
+    reduction_global_s: float  # ... more where its blocks share each output, through a workspace
     copy_fraction: float  # fraction of a link's rate a large copy sustains
 
 

@@ -243,6 +243,26 @@ def softmax(rows, width, dtype="float"):
     return cost_of(OpCall("aten::_softmax", [[rows, width], [], []], [dtype, "Scalar", "Scalar"], [None, -1, False]))
 
 
+def total(n, dims=None, dtype="float"):
+    """sum of an n-element tensor: over everything, or over rows of 1,024 (dims=[1])."""
+    shape = [n] if dims is None else [n // 1024, 1024]
+    return cost_of(OpCall("aten::sum", [shape, dims or []], [dtype, "ScalarList" if dims else ""], [None, dims]))
+
+
+def test_a_reduction_pays_a_fixed_time_and_more_where_its_blocks_share_an_output():
+    """Note [Reductions]: every reduction adds reduction_fixed_s to its streaming time; one whose outputs have
+    GLOBAL_REDUCTION_INPUTS inputs or more (a sum of everything over 65,536 elements, not over 16,384, nor rows of
+    1,024) adds reduction_global_s; other kernels neither."""
+    efficiency = H100.efficiency
+    without = replace(H100, efficiency=replace(efficiency, reduction_fixed_s=0.0, reduction_global_s=0.0))
+    assert [total(n).role for n in (1 << 14, 1 << 16)] == ["", "global"] and total(1 << 24, [1]).role == ""
+    for cost, added in ((total(1 << 24), efficiency.reduction_fixed_s + efficiency.reduction_global_s),
+                        (total(1 << 24, [1]), efficiency.reduction_fixed_s), (add(1 << 24), 0.0)):
+        extra = kernel_seconds(cost, None, H100).seconds - kernel_seconds(cost, None, without).seconds
+        assert extra == pytest.approx(added, rel=1e-6, abs=1e-12)
+    assert efficiency.reduction_fixed_s > 0 and efficiency.reduction_global_s > 0
+
+
 def test_a_row_wise_kernel_needs_rows_to_fill_the_device():
     """Note [Row-wise kernels]: a layer norm over few long rows reaches a smaller share of the bandwidth
     than the same bytes in many short rows; at row_half_rows_per_unit rows per compute unit, half. (Without

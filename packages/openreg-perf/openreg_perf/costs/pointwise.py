@@ -93,7 +93,12 @@ def _reduction(name: str, args: _Args) -> Cost:
     elif name in ("max", "min") and dims is not None:  # values and their indices
         written += out_numel * element_size("long int")
     flops = source.numel * _REDUCTION_FLOPS.get(name, 1)
-    return _cost("reduction", flops, source.nbytes, written, source)
+    shared = _reduced_numel(source.shape, dims) >= GLOBAL_REDUCTION_INPUTS  # model.py's Note [Reductions]
+    return _cost("reduction", flops, source.nbytes, written, source, role="global" if shared else "")
+
+
+# From this many inputs per output, PyTorch's reduction shares each output between blocks.
+GLOBAL_REDUCTION_INPUTS = 32768
 
 
 def _reduced_numel(shape: Sequence[int], dims) -> int:
