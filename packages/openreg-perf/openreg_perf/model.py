@@ -68,7 +68,7 @@ bandwidth is not scaled (the memory clock is not the one that drops).
 
 Note [Reductions]
 A reduction's blocks combine their partial results before the kernel ends, and where an output has many
-inputs (GLOBAL_REDUCTION_INPUTS in costs/pointwise.py) PyTorch shares it between blocks: they write
+inputs (SHARED_OUTPUT_INPUTS in costs/pointwise.py) PyTorch shares it between blocks: they write
 partial results to a workspace, and the last block to finish (a semaphore tells it) adds them. Replayed
 from a graph on an H100, a sum over rows of 1,024 takes 3.3 us from 16 K to 1 M elements, where an add
 takes 1.0; a sum of all 65,536 or more takes 7.0-7.4 us (tools/bench/measured). A reduction adds
@@ -370,11 +370,12 @@ def _norm_units_seconds(cost: Cost, nbytes: float, profile: Profile) -> float:
 
 
 def _reduction_fixed_seconds(cost: Cost, profile: Profile) -> float:
-    """Note [Reductions]: a reduction's own time beyond its bytes, more where its blocks share each output."""
-    if cost.kind != "reduction":
+    """Note [Reductions]: a reduction's own time beyond its bytes, more where its blocks share an output (not
+    a pooling's or a scan's, which combine nothing between blocks)."""
+    if not cost.role.startswith("reduce"):
         return 0.0
     efficiency = profile.efficiency
-    return efficiency.reduction_fixed_s + (efficiency.reduction_global_s if cost.role == "global" else 0.0)
+    return efficiency.reduction_fixed_s + (efficiency.reduction_global_s if cost.role == "reduce_shared" else 0.0)
 
 
 def memory_bytes(cost: Cost, profile: Profile) -> float:

@@ -38,8 +38,8 @@ Note [NeuSight's rig]
   Fitted per device and file, published = max(floor, share * floor + k * elements) describes NeuSight's
   elementwise rows to 0.3-6 %, with the share at 0.4-0.8 of the floor on every device; max(floor,
   k * elements), a rig whose host runs wholly ahead of the device, misses them by 8-13 %. LayerNorm's
-  rows want a share near 1.1 (7-12 %, against 13-26 %), softmax's 0.55-1.0 (one share fits both about as
-  well as a share each: 18.8 % held out, against 18.9). So part of the host's time per run does not
+  rows want a share near 1.1 (7-12 %, against 13-26 %), softmax's 0.55-1.0 (one share for both did as well
+  as one each: the norms held out came to 18.8 %, against 18.9). So part of the host's time per run does not
   overlap the kernel. The share is a harness cost, fitted to every device's rows at once, one for each
   group of files (RIG_SHARES): it describes the rig, not a device.
 """

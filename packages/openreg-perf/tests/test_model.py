@@ -251,13 +251,18 @@ def total(n, dims=None, dtype="float"):
 
 def test_a_reduction_pays_a_fixed_time_and_more_where_its_blocks_share_an_output():
     """Note [Reductions]: every reduction adds reduction_fixed_s to its streaming time; one whose outputs have
-    GLOBAL_REDUCTION_INPUTS inputs or more (a sum of everything over 65,536 elements, not over 16,384, nor rows of
-    1,024) adds reduction_global_s; other kernels neither."""
+    SHARED_OUTPUT_INPUTS inputs or more (a sum of everything over 65,536 elements, not over 16,384, nor rows of
+    1,024) adds reduction_global_s; other kernels (an add, a max pooling) neither."""
     efficiency = H100.efficiency
     without = replace(H100, efficiency=replace(efficiency, reduction_fixed_s=0.0, reduction_global_s=0.0))
-    assert [total(n).role for n in (1 << 14, 1 << 16)] == ["", "global"] and total(1 << 24, [1]).role == ""
+    assert [total(n).role for n in (1 << 14, 1 << 16)] == ["reduce", "reduce_shared"]
+    assert total(1 << 24, [1]).role == "reduce"
+    pool = cost_of(OpCall("aten::max_pool2d_with_indices", [[32, 64, 112, 112], [], [], [], [], []],
+                          ["float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+                          [None, [3, 3], [2, 2], [1, 1], [1, 1], False]))
+    assert pool.kind == "reduction"
     for cost, added in ((total(1 << 24), efficiency.reduction_fixed_s + efficiency.reduction_global_s),
-                        (total(1 << 24, [1]), efficiency.reduction_fixed_s), (add(1 << 24), 0.0)):
+                        (total(1 << 24, [1]), efficiency.reduction_fixed_s), (add(1 << 24), 0.0), (pool, 0.0)):
         extra = kernel_seconds(cost, None, H100).seconds - kernel_seconds(cost, None, without).seconds
         assert extra == pytest.approx(added, rel=1e-6, abs=1e-12)
     assert efficiency.reduction_fixed_s > 0 and efficiency.reduction_global_s > 0

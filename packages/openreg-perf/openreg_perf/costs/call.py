@@ -82,7 +82,8 @@ class Cost:
     matrix: MatrixShape | None = field(default=None, compare=False)
     transcendentals: float = 0.0  # exp, log, tanh, erf, ...: counted apart from FLOPs (special-function units)
     role: str = ""  # a matrix kernel's pass: "forward", "backward", "input_grad", "weight_grad", "input_weight_grad";
-    #                 a row-wise kernel's: "softmax", "softmax_backward" ("" for the norms)
+    #                 a row-wise kernel's: "softmax", "softmax_backward" ("" for the norms); a reduction's:
+    #                 "reduce", or "reduce_shared" where blocks share an output (model.py's Note [Reductions])
     rows: int = 0  # a row-wise kernel's independent rows (softmax, layer norm): one block each, see model.py
     reread_bytes: float = 0.0  # of bytes_read, a row-wise kernel's later passes over its rows (model.py's
     #                            Note [Rows read again]): from L2, where the rows in flight fit in it
