@@ -219,6 +219,7 @@ reduction_fixed_s = 0.0  # the simulator runs a reduction as any other kernel
 reduction_global_s = 0.0
 norm_unit_bytes_per_s = 1e15  # nor a compute unit's own limit (a rate far above any memory's)
 copy_fraction = 1.0
+conv_clock_gain = 1.0  # no power limit: the simulator runs at its CPU's clock
 
 [collectives]  # template: occl over shared memory is not measured here
 simple_step_s = {collectives.simple_step_s:.4g}

@@ -19,7 +19,10 @@ Note [Which parameters a device gets]
   half) keeps its starting value. Leave-one-device-out drops every row of a device, fits, and predicts
   that device's rows, which then can only use its architecture's and the device-independent values. The
   harness costs describe the measurements, not a device: fitted with the rest, never written into a
-  profile.
+  profile. A chip held by its power limit does not fit its own convolution factor (TIED_LEVELS): it
+  takes what a chip without rows of its architecture would, and its convolution rows fit the
+  device-independent conv_clock_gain instead (model.py's Note [Sustained clock]), which a factor of its
+  own would otherwise absorb.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_frac
                     "conv_weight_grad_factor", "vector_fraction", "elementwise_memory_fraction",
                     "reduction_memory_fraction", "norm_memory_fraction", "softmax_memory_fraction", "copy_fraction",
                     "simple_fraction", "matrix_setup_s")
+# A power-limited chip does not fit these: it takes others' and fits conv_clock_gain.
+TIED_LEVELS = ("conv_forward_factor", "conv_winograd_factor")
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ PARAMETERS = {
     "conv_matrix_forward_factor": (0.8, 0.05, 4.0),
     "conv_tf32_factor": (1.0, 0.05, 4.0),
     "conv_weight_grad_factor": (0.6, 0.05, 4.0),
+    "conv_clock_gain": (1.0, 1.0, 3.0),  # 1: a power-limited chip's convolutions clock as its SGEMMs
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's
     "matrix_unit_setup_s": (3e-6, 1e-8, 5e-6),  # bounded: only the H100 rows separate it from a harness cost
@@ -123,7 +129,7 @@ def fit(cases: list[Case]) -> Fit:
     cases = [case for case in cases if case.fitted]
     devices = sorted({case.device for case in cases})
     keys = [(name, None) for name in PARAMETERS if name not in LEVEL_PARAMETERS]
-    keys += [(name, device) for name in LEVEL_PARAMETERS for device in devices]
+    keys += [(name, device) for name in LEVEL_PARAMETERS for device in devices if _fits_own(name, device)]
     values = {key: PARAMETERS[key[0]][0] for key in keys}
     everything = list(range(len(cases)))
     at_start = _predictions(cases, values, everything)
@@ -138,10 +144,20 @@ def fit(cases: list[Case]) -> Fit:
     return _as_fit({key: values[key] for key in keys})
 
 
+def _fits_own(name: str, device: str) -> bool:
+    return name not in TIED_LEVELS or device_profile(device).chip.sustained_fraction >= 1
+
+
 def _parameters(values: dict, device: str) -> dict[str, float]:
     shared = {name: value for (name, owner), value in values.items() if owner is None}
     own = {name: value for (name, owner), value in values.items() if owner == device}
-    return {**shared, **own}
+    tied = {}
+    for name in TIED_LEVELS:
+        if not _fits_own(name, device):  # what a chip of its architecture without rows takes
+            fitted_on = {owner: value for (level, owner), value in values.items() if level == name and owner}
+            tied[name] = _unseen_level(fitted_on, device_profile(device).architecture) if fitted_on \
+                else PARAMETERS[name][0]
+    return {**shared, **tied, **own}
 
 
 def _affected_rows(cases, values, key, predicted: list[float]) -> list[int]:
@@ -214,9 +230,16 @@ def _as_fit(fitted: dict) -> Fit:
         if fitted_on:
             shared[name] = _median(fitted_on.values())
         for architecture in {device_profile(device).architecture for device in fitted_on} - {""}:
-            own = [value for device, value in fitted_on.items() if device_profile(device).architecture == architecture]
-            per_architecture.setdefault(architecture, {})[name] = _shrunk(own, shared[name])
+            per_architecture.setdefault(architecture, {})[name] = _unseen_level(fitted_on, architecture)
     return Fit(shared, per_device, per_architecture)
+
+
+def _unseen_level(fitted_on: dict[str, float], architecture: str) -> float:
+    """A level for a chip of architecture without a fit of its own, from the devices' fits (fitted_on):
+    its fitted siblings' median drawn towards every device's (_shrunk), or every device's."""
+    everyone = _median(fitted_on.values())
+    siblings = [value for device, value in fitted_on.items() if device_profile(device).architecture == architecture]
+    return _shrunk(siblings, everyone) if siblings and architecture else everyone
 
 
 def _shrunk(siblings: list[float], everyone: float) -> float:
@@ -314,6 +337,9 @@ def provenance(full: Fit, cases: list[Case], device: str) -> dict[str, str]:
             if architecture else []
         if parameter in full.per_device.get(device, {}):
             said[name] = f"fitted: {len(own)} published {error_class} rows of this chip (fit.py)"
+        elif own and not _fits_own(parameter, device):
+            said[name] = (f"its {len(own)} published {error_class} rows fit conv_clock_gain, power-limited chips' "
+                          f"clock in convolutions; its factor is an unseen {architecture} chip's (fit.TIED_LEVELS)")
         elif siblings:
             said[name] = (f"{architecture} chips': the median of the fits on {', '.join(siblings)}, drawn towards "
                           "every device's")

@@ -10,7 +10,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
             time beyond its work, as a CUDA graph's replay shows it; floor: chip.kernel_floor_s, the shortest
             time a kernel queued on a stream occupies it, which the front end's preparation of each launch
             sets and hides behind a longer kernel; the host's time per launch is the replay's)
-  sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz (Note [Sustained clock])
+  sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz, a convolution's up to
+            e.conv_clock_gain times more (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
             conversions (Note [Layout conversions])
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
@@ -64,7 +65,15 @@ A recording notes whether a call's tensors are channels-last.
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
 compute-bound kernels at a lower clock: chip.sustained_clock_hz, which scales every compute peak. Memory
-bandwidth is not scaled (the memory clock is not the one that drops).
+bandwidth is not scaled (the memory clock is not the one that drops). cuDNN's convolutions hold a higher
+clock than the SGEMMs that sustained_clock_hz is read from: in NeuSight's rows of 3-30 ms (p90), the
+P4's implicit-GEMM convolutions reach 0.77-0.81 of its boost-clock peak where its SGEMMs reach 0.42-0.47,
+the T4's 0.60 against 0.43, while on the uncapped P100 and V100 convolutions reach 0.9 of what their
+SGEMMs do. So a convolution runs at e.conv_clock_gain times the sustained clock, at most the boost clock.
+The gain is one device-independent value, fitted to the capped chips' convolutions with their
+convolution factor tied to the uncapped chips' (fit.py's Note [Which parameters a device gets]): 1.68
+fitted to both, 1.49 to the P4's rows alone and 1.67 to the T4's, so each chip held out is predicted
+with the gain the other's rows fitted.
 
 Note [Reductions]
 A reduction's blocks combine their partial results before the kernel ends, and where an output has many
@@ -243,7 +252,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     precision = profile.matrix_precision(dtype or cost.precision)
     tiles = _menu(profile, precision, cost.matrix.batch)
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
-    rate = profile.peak_of(precision) * profile.chip.sustained_fraction * level
+    rate = profile.peak_of(precision) * _clock_fraction(cost, profile) * level
     efficiency = profile.efficiency
     setup = efficiency.matrix_unit_setup_s if _on_matrix_units(precision) else efficiency.matrix_setup_s
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
@@ -328,6 +337,14 @@ def _on_matrix_units(precision: str) -> bool:
 def _forward_convolution(cost: Cost) -> bool:
     """A convolution's forward pass (direct or Winograd): cuDNN never splits its reduction."""
     return cost.kind == "conv" and cost.role.startswith("forward")
+
+
+def _clock_fraction(cost: Cost, profile: Profile) -> float:
+    """The share of the boost clock a matrix kernel runs at (Note [Sustained clock])."""
+    sustained = profile.chip.sustained_fraction
+    if cost.kind == "conv":
+        return min(1.0, sustained * profile.efficiency.conv_clock_gain)
+    return sustained
 
 
 def _kind_factor(cost: Cost, profile: Profile, precision: str) -> float:

@@ -151,6 +151,8 @@ class Efficiency:
     reduction_fixed_s: float  # a reduction kernel's own time beyond its bytes (model.py's Note [Reductions])
     reduction_global_s: float  # ... more where its blocks share each output, through a workspace
     copy_fraction: float  # fraction of a link's rate a large copy sustains
+    conv_clock_gain: float  # a power-limited chip's clock in a convolution over its sustained clock (model.py's
+    #                         Note [Sustained clock]), up to the boost clock
 
 
 @dataclass(frozen=True)

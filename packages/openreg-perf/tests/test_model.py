@@ -340,6 +340,27 @@ def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():
     assert kernel_seconds(memory, None, half_clock).seconds == kernel_seconds(memory, None, H100).seconds
 
 
+def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_the_boost_clock():
+    """Note [Sustained clock]: a convolution runs at conv_clock_gain times the sustained clock, a GEMM at it."""
+    conv = cost_of(OpCall("aten::convolution", [[64, 256, 56, 56], [256, 256, 1, 1], [], [], [], [], [], [], []],
+                          ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                           "Scalar"], [None, None, None, [1, 1], [1, 1], [0, 0], False, [0, 0], 1]))
+    gemm = mm(8192, 8192, 8192, "float")
+
+    def capped(clock_share: float, gain: float):
+        return replace(H100, chip=replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz * clock_share),
+                       efficiency=replace(H100.efficiency, conv_clock_gain=gain))
+
+    for cost in (conv, gemm):
+        assert kernel_seconds(cost, None, capped(0.25, 1.0)).seconds == pytest.approx(
+            4 * kernel_seconds(cost, None, H100).seconds, rel=0.05)
+    assert kernel_seconds(conv, None, capped(0.25, 2.0)).seconds == pytest.approx(
+        2 * kernel_seconds(conv, None, H100).seconds, rel=0.05)
+    gemm_seconds = kernel_seconds(gemm, None, capped(0.25, 1.0)).seconds
+    assert kernel_seconds(gemm, None, capped(0.25, 2.0)).seconds == gemm_seconds
+    assert kernel_seconds(conv, None, capped(0.5, 3.0)).seconds == kernel_seconds(conv, None, H100).seconds
+
+
 def test_each_kernel_class_has_its_own_efficiency():
     """A convolution's weight gradient and a GEMM of the same shape and precision differ by the
     profile's factor; transcendentals cost special-function time."""
@@ -562,6 +583,19 @@ def test_a_chip_no_row_informs_takes_its_architectures_levels(calibration):
     # A chip of an architecture no row informs (the MI250X, CDNA 2) takes the device-independent levels.
     assert load_profile("mi250x").efficiency.gemm_16bit_fraction == pytest.approx(
         calibration.full_fit.shared["gemm_16bit_fraction"], rel=1e-3)
+
+
+def test_a_power_limited_chips_convolutions_fit_the_clock_gain_not_a_factor_of_their_own(calibration):
+    """fit.py's TIED_LEVELS: the P4 and the T4 take their architecture's convolution factors, and their
+    rows fit conv_clock_gain, so that each, held out, is predicted with the gain the other's rows fitted."""
+    full = calibration.full_fit
+    for capped in ("p4", "t4"):
+        assert "conv_forward_factor" not in full.per_device[capped]
+        architecture = published.device_profile(capped).architecture
+        assert full.parameters(capped)["conv_forward_factor"] == full.unseen(architecture)["conv_forward_factor"]
+        held_out = next(row.held_out_fit for row in calibration.rows if row.case.device == capped)
+        assert held_out.shared["conv_clock_gain"] > 1.2
+    assert "conv_forward_factor" in full.per_device["v100-pcie-32gb"]
 
 
 def test_every_calibration_row_names_a_profiled_chip(calibration):
