@@ -201,6 +201,7 @@ conv_matrix_forward_factor = 1.0
 conv_tf32_factor = 1.0
 conv_input_grad_factor = 1.0
 conv_weight_grad_factor = 1.0
+conv_weight_grad_winograd_factor = 1.0
 attention_forward_factor = 1.0
 attention_backward_factor = 1.0
 matrix_half_depth = {figures['matrix_half_depth']:.4g}  # measured: the two matmul sizes

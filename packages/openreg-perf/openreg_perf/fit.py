@@ -37,9 +37,9 @@ HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s", 
                       "neusight_vector_share", "neusight_rows_share", "neusight_matrix_share")
 LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
                     "conv_forward_factor", "conv_winograd_factor", "conv_matrix_forward_factor", "conv_tf32_factor",
-                    "conv_weight_grad_factor", "vector_fraction", "elementwise_memory_fraction",
-                    "reduction_memory_fraction", "norm_memory_fraction", "softmax_memory_fraction", "copy_fraction",
-                    "simple_fraction", "matrix_setup_s")
+                    "conv_weight_grad_factor", "conv_weight_grad_winograd_factor", "vector_fraction",
+                    "elementwise_memory_fraction", "reduction_memory_fraction", "norm_memory_fraction",
+                    "softmax_memory_fraction", "copy_fraction", "simple_fraction", "matrix_setup_s")
 # A power-limited chip does not fit these: it takes others' and fits conv_clock_gain.
 TIED_LEVELS = ("conv_forward_factor", "conv_winograd_factor")
 
@@ -72,6 +72,7 @@ PARAMETERS = {
     "conv_matrix_forward_factor": (0.8, 0.05, 4.0),
     "conv_tf32_factor": (1.0, 0.05, 4.0),
     "conv_weight_grad_factor": (0.6, 0.05, 4.0),
+    "conv_weight_grad_winograd_factor": (1.0, 0.05, 8.0),  # above 1: Winograd multiplies less
     "conv_clock_gain": (1.0, 1.0, 3.0),  # 1: a power-limited chip's convolutions clock as its SGEMMs
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's

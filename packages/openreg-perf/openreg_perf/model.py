@@ -145,6 +145,8 @@ KIND_FACTORS = {("conv", "forward"): ("conv_forward_factor",),
                 ("conv", "input_grad"): ("conv_input_grad_factor",),
                 ("conv", "weight_grad"): ("conv_weight_grad_factor",),
                 ("conv", "input_weight_grad"): ("conv_input_grad_factor", "conv_weight_grad_factor"),
+                ("conv", "weight_grad_winograd"): ("conv_weight_grad_winograd_factor",),
+                ("conv", "input_weight_grad_winograd"): ("conv_input_grad_factor", "conv_weight_grad_winograd_factor"),
                 ("attention", "forward"): ("attention_forward_factor",),
                 ("attention", "backward"): ("attention_backward_factor",)}
 # Blocks of a long-row kernel (1,024 threads each) one compute unit runs at once: 2,048 threads per SM on
@@ -205,7 +207,7 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     matrix products of FP32 tensors) or None for the cost's own precision. Views take no time."""
     if cost.kind == "view":
         return Prediction(0.0, "latency", 0.0)
-    if cost.role == "forward_winograd" and profile.architecture in NO_FP32_WINOGRAD:
+    if cost.as_gemm is not None and _winograd_runs_direct(cost, dtype, profile):
         cost = cost.as_gemm
     peak, nbytes = peak_rate(cost, dtype, profile), memory_bytes(cost, profile)
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
@@ -337,6 +339,15 @@ def _on_matrix_units(precision: str) -> bool:
 def _forward_convolution(cost: Cost) -> bool:
     """A convolution's forward pass (direct or Winograd): cuDNN never splits its reduction."""
     return cost.kind == "conv" and cost.role.startswith("forward")
+
+
+def _winograd_runs_direct(cost: Cost, dtype: str | None, profile: Profile) -> bool:
+    """Whether a convolution that cuDNN could run as Winograd runs its implicit GEMM instead: on the
+    matrix units (TF32), and a forward pass from Ampere on (Note [Which convolutions run as Winograd] in
+    costs/products.py)."""
+    if _on_matrix_units(profile.matrix_precision(dtype or cost.precision)):
+        return True
+    return cost.role == "forward_winograd" and profile.architecture in NO_FP32_WINOGRAD
 
 
 def _clock_fraction(cost: Cost, profile: Profile) -> float:

@@ -133,6 +133,7 @@ class Efficiency:
     #                          kernels reach less of the TF32 rate than its BF16 ones of the BF16 rate
     conv_input_grad_factor: float  # its gradient with respect to the input
     conv_weight_grad_factor: float  # its gradient with respect to the weight
+    conv_weight_grad_winograd_factor: float  # ... where the library runs it as Winograd (FP32, 3 x 3, stride 1)
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision
     attention_backward_factor: float  # fused attention backward
     matrix_half_depth: float  # reduction depth K at which a tile runs at half its rate (prologue/epilogue)

@@ -108,6 +108,28 @@ def test_a_3x3_fp32_convolution_with_many_channels_runs_as_winograd():
         assert (other.role, other.matrix.m) == ("forward", 2 * positions)
 
 
+def _conv3x3_backward(channels, mask, dtype=F32, stride=1):
+    return cost("aten::convolution_backward",
+                [[2, 8, 10 // stride, 10 // stride], [2, channels, 10, 10], [8, channels, 3, 3], [], [], [], [], [],
+                 [], [], []],
+                [dtype, dtype, dtype, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                 "Scalar", "ScalarList"],
+                [None, None, None, [8], [stride, stride], [1, 1], [1, 1], False, [0, 0], 1, mask])
+
+
+def test_a_weight_gradient_that_can_run_as_winograd_says_so():
+    """Note [Which convolutions run as Winograd]: the weight gradient of a convolution that could run as
+    Winograd has a role of its own, and its implicit GEMM beside (as_gemm); an input gradient alone has not."""
+    both = _conv3x3_backward(64, [True, True, False])
+    assert both.role == "input_weight_grad_winograd" and both.as_gemm.role == "input_weight_grad"
+    assert (both.flops, both.matrix) == (both.as_gemm.flops, both.as_gemm.matrix)
+    assert _conv3x3_backward(64, [False, True, False]).role == "weight_grad_winograd"
+    assert _conv3x3_backward(64, [True, False, False]).role == "input_grad"
+    for other in (_conv3x3_backward(32, [False, True, False]), _conv3x3_backward(64, [False, True, False], BF16),
+                  _conv3x3_backward(64, [False, True, False], stride=2)):
+        assert (other.role, other.as_gemm) == ("weight_grad", None)
+
+
 def test_conv2d_record_gives_the_same_cost():
     conv2d = cost("aten::conv2d", [CONV_INPUT, CONV_WEIGHT, [4], [], [], [], []],
                   [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],

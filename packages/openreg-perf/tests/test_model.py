@@ -361,6 +361,23 @@ def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_th
     assert kernel_seconds(conv, None, capped(0.5, 3.0)).seconds == kernel_seconds(conv, None, H100).seconds
 
 
+def test_a_3x3_fp32_weight_gradient_runs_as_winograd_on_every_architecture_but_not_on_the_matrix_units():
+    """Note [Which convolutions run as Winograd] in costs/products.py: on a Hopper chip the forward pass
+    runs its implicit GEMM, the weight gradient Winograd (conv_weight_grad_winograd_factor); in TF32 both
+    run implicit GEMMs on the matrix units."""
+    values = [None, None, None, [256], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]]
+    wgrad = cost_of(OpCall("aten::convolution_backward",
+                           [[32, 256, 14, 14], [32, 256, 14, 14], [256, 256, 3, 3], [], [], [], [], [], [], [], []],
+                           ["float"] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList", "Scalar", "ScalarList"],
+                           values))
+    assert wgrad.role == "weight_grad_winograd"
+    fast = replace(H100, efficiency=replace(H100.efficiency, conv_weight_grad_winograd_factor=4.0,
+                                            conv_weight_grad_factor=1.0))
+    direct = kernel_seconds(wgrad.as_gemm, None, fast).seconds
+    assert kernel_seconds(wgrad, None, fast).seconds < direct / 2
+    assert kernel_seconds(wgrad, "tf32", fast).seconds == kernel_seconds(wgrad.as_gemm, "tf32", fast).seconds
+
+
 def test_each_kernel_class_has_its_own_efficiency():
     """A convolution's weight gradient and a GEMM of the same shape and precision differ by the
     profile's factor; transcendentals cost special-function time."""

@@ -132,8 +132,12 @@ def _conv_values(args: _Args):
 # 25 % of 1,224 did. The two get their own factors on the FP32 GEMM level (conv_winograd_factor,
 # conv_forward_factor). Matrix-unit convolutions run implicit GEMMs, and so do cuDNN 9's FP32 forward
 # passes on an H200 (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: Ampere's
-# sm80_xmma FFMA kernels, once an FFT, never Winograd; its weight gradients did run Winograd): model.py
-# runs the forward pass's implicit GEMM (Cost.as_gemm) on NVIDIA chips from Ampere on (NO_FP32_WINOGRAD).
+# sm80_xmma FFMA kernels, once an FFT, never Winograd): model.py runs the forward pass's implicit GEMM
+# (Cost.as_gemm) on NVIDIA chips from Ampere on (NO_FP32_WINOGRAD). The weight gradients of those
+# convolutions did run Winograd there (winograd_nonfused's WgradData, WgradDelta and WgradOutput around a
+# cuBLAS SGEMM), in 27-36 % of the direct forward pass's time from 14 x 14 positions down: a weight
+# gradient that runs as Winograd has its own factor (conv_weight_grad_winograd_factor), fitted to the
+# H200's and H100's rows, on every chip. On the matrix units (TF32) every pass is an implicit GEMM.
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
@@ -186,7 +190,10 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
     # Each gradient is a cuDNN call of its own, which converts grad_output, its other operand and its result.
     converted = [grad, weight, source] * bool(want_input) + [grad, source, weight] * bool(want_weight)
     layout = _layout_copies(conv, values, args, converted)
-    return _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
+    direct = _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
+    if not (want_weight and _runs_as_winograd(conv, values, grad.dtype)):
+        return direct
+    return replace(direct, role=f"{role}_winograd", as_gemm=direct)
 
 
 def _layout_copies(conv: _Conv, values, args: _Args, tensors: list[Tensor]) -> list[int]:
