@@ -69,7 +69,8 @@ bandwidth is not scaled (the memory clock is not the one that drops). cuDNN's co
 clock than the SGEMMs that sustained_clock_hz is read from: in NeuSight's rows of 3-30 ms (p90), the
 P4's implicit-GEMM convolutions reach 0.77-0.81 of its boost-clock peak where its SGEMMs reach 0.42-0.47,
 the T4's 0.60 against 0.43, while on the uncapped P100 and V100 convolutions reach 0.9 of what their
-SGEMMs do. So a convolution runs at e.conv_clock_gain times the sustained clock, at most the boost clock.
+SGEMMs do. So an FP32 convolution runs at e.conv_clock_gain times the sustained clock, at most the boost
+clock. No row shows what a power-limited chip's matrix units do in a convolution: those keep the GEMMs' clock.
 The gain is one device-independent value, fitted to the capped chips' convolutions with their
 convolution factor tied to the uncapped chips' (fit.py's Note [Which parameters a device gets]): 1.68
 fitted to both, 1.49 to the P4's rows alone and 1.67 to the T4's, so each chip held out is predicted
@@ -254,7 +255,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     precision = profile.matrix_precision(dtype or cost.precision)
     tiles = _menu(profile, precision, cost.matrix.batch)
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
-    rate = profile.peak_of(precision) * _clock_fraction(cost, profile) * level
+    rate = profile.peak_of(precision) * _clock_fraction(cost, precision, profile) * level
     efficiency = profile.efficiency
     setup = efficiency.matrix_unit_setup_s if _on_matrix_units(precision) else efficiency.matrix_setup_s
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
@@ -350,10 +351,10 @@ def _winograd_runs_direct(cost: Cost, dtype: str | None, profile: Profile) -> bo
     return cost.role == "forward_winograd" and profile.architecture in NO_FP32_WINOGRAD
 
 
-def _clock_fraction(cost: Cost, profile: Profile) -> float:
+def _clock_fraction(cost: Cost, precision: str, profile: Profile) -> float:
     """The share of the boost clock a matrix kernel runs at (Note [Sustained clock])."""
     sustained = profile.chip.sustained_fraction
-    if cost.kind == "conv":
+    if cost.kind == "conv" and not _on_matrix_units(precision):
         return min(1.0, sustained * profile.efficiency.conv_clock_gain)
     return sustained
 

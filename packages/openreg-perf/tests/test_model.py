@@ -341,7 +341,8 @@ def test_a_power_limited_part_runs_compute_bound_work_at_its_sustained_clock():
 
 
 def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_the_boost_clock():
-    """Note [Sustained clock]: a convolution runs at conv_clock_gain times the sustained clock, a GEMM at it."""
+    """Note [Sustained clock]: an FP32 convolution runs at conv_clock_gain times the sustained clock, a GEMM
+    and a convolution on the matrix units at it."""
     conv = cost_of(OpCall("aten::convolution", [[64, 256, 56, 56], [256, 256, 1, 1], [], [], [], [], [], [], []],
                           ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
                            "Scalar"], [None, None, None, [1, 1], [1, 1], [0, 0], False, [0, 0], 1]))
@@ -351,6 +352,8 @@ def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_th
         return replace(H100, chip=replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz * clock_share),
                        efficiency=replace(H100.efficiency, conv_clock_gain=gain))
 
+    on_matrix_units = kernel_seconds(conv, "tf32", capped(0.25, 2.0)).seconds
+    assert on_matrix_units == kernel_seconds(conv, "tf32", capped(0.25, 1.0)).seconds
     for cost in (conv, gemm):
         assert kernel_seconds(cost, None, capped(0.25, 1.0)).seconds == pytest.approx(
             4 * kernel_seconds(cost, None, H100).seconds, rel=0.05)
