@@ -205,6 +205,7 @@ conv_weight_grad_winograd_factor = 1.0
 attention_forward_factor = 1.0
 attention_backward_factor = 1.0
 matrix_half_depth = {figures['matrix_half_depth']:.4g}  # measured: the two matmul sizes
+matrix_unit_half_depth = {figures['matrix_half_depth']:.4g}  # as matrix_half_depth: no matrix units here
 matrix_setup_s = {figures['matrix_setup_s']:.4g}  # measured: a 64^3 matmul beyond its launch and FLOPs
 matrix_unit_setup_s = {figures['matrix_setup_s']:.4g}  # as matrix_setup_s: the simulator has no matrix units of its own
 matrix_tile_overhead = 0.0001  # one block size: no choice between tiles to weigh

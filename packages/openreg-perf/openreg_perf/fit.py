@@ -75,6 +75,7 @@ PARAMETERS = {
     "conv_weight_grad_winograd_factor": (1.0, 0.05, 8.0),  # above 1: Winograd multiplies less
     "conv_clock_gain": (1.0, 1.0, 3.0),  # 1: a power-limited chip's convolutions clock as its SGEMMs
     "matrix_half_depth": (32.0, 1.0, 1e4),
+    "matrix_unit_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's
     "matrix_unit_setup_s": (3e-6, 1e-8, 5e-6),  # bounded: only the H100 rows separate it from a harness cost
     "matrix_tile_overhead": (8.0, 0.01, 1e3),

@@ -40,11 +40,13 @@ tiles leave units idle, as the libraries' heuristics do) and takes the fastest:
   resident  = clamp(largest tile's area / (tm * tn), 1, MAX_RESIDENT_TILES)  tiles one unit runs at once
   tiles     = batch * ceil(m / tm) * ceil(n / tn) * split;  waves = ceil(tiles / (units * resident))
   rate      = peak / (units * resident) * level / (1 + e.matrix_tile_overhead * (tm + tn) / (tm * tn))
-  t_compute = setup + waves * 2 * tm * tn * (k / split + e.matrix_half_depth) / rate
+  t_compute = setup + waves * 2 * tm * tn * (k / split + half_depth) / rate
   t_memory  = memory time of the operands
   t         = max(t_compute, t_memory), plus, when split > 1, a second kernel that reads and adds the
               FP32 partial results (2 * split * batch * m * n * 4 bytes)
-setup is e.matrix_setup_s on the FP32/FP64 units, e.matrix_unit_setup_s on the matrix units. A forward
+setup and half_depth are e.matrix_setup_s and e.matrix_half_depth on the FP32/FP64 units,
+e.matrix_unit_setup_s and e.matrix_unit_half_depth on the matrix units, whose kernels keep several
+slices of K in flight (fitted: 255 against 4 for the FP32 units' kernels). A forward
 convolution is never split: cuDNN's implicit-GEMM kernels reduce over channels x kernel window in one
 pass (NeuSight's 1,224 FP32 convolutions on V100, T4, P100 and P4 name no split-K reduction kernel).
 A tile computes all of its tm x tn outputs even where the matrix ends inside it: small and skinny
@@ -263,7 +265,8 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     most_split = 1 if _forward_convolution(cost) else profile.matrix.max_split_k
     for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, most_split):
         edge = 1 + efficiency.matrix_tile_overhead * shape.edge
-        depth = shape.slice_depth + efficiency.matrix_half_depth
+        depth = shape.slice_depth + (efficiency.matrix_unit_half_depth if _on_matrix_units(precision)
+                                     else efficiency.matrix_half_depth)
         compute = setup + shape.unit_work * edge * depth / rate
         reduction = 0.0
         if shape.split > 1:  # the partial results are written, then read and added by a second kernel

@@ -137,6 +137,7 @@ class Efficiency:
     attention_forward_factor: float  # fused attention forward, relative to a GEMM of its precision
     attention_backward_factor: float  # fused attention backward
     matrix_half_depth: float  # reduction depth K at which a tile runs at half its rate (prologue/epilogue)
+    matrix_unit_half_depth: float  # ... on the matrix units, whose kernels pipeline deeper slices of K
     matrix_setup_s: float  # fixed cost of a library matrix kernel beyond the kernel floor (FP32/FP64 units)
     matrix_unit_setup_s: float  # ... on the matrix units (TF32, 16- and 8-bit products)
     matrix_tile_overhead: float  # a tile's edge cost: its rate is 1 / (1 + overhead * (tm + tn) / (tm * tn))
