@@ -10,8 +10,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
             time beyond its work, as a CUDA graph's replay shows it; floor: chip.kernel_floor_s, the shortest
             time a kernel queued on a stream occupies it, which the front end's preparation of each launch
             sets and hides behind a longer kernel; the host's time per launch is the replay's)
-  sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz, a convolution's up to
-            e.conv_clock_gain times more (Note [Sustained clock])
+  sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz, an FP32 convolution's up
+            to e.conv_clock_gain times more (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
             conversions (Note [Layout conversions])
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
