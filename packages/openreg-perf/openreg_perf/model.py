@@ -259,14 +259,14 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
     rate = profile.peak_of(precision) * _clock_fraction(cost, precision, profile) * level
     efficiency = profile.efficiency
-    setup = efficiency.matrix_unit_setup_s if _on_matrix_units(precision) else efficiency.matrix_setup_s
+    setup, half_depth = ((efficiency.matrix_unit_setup_s, efficiency.matrix_unit_half_depth)
+                         if _on_matrix_units(precision) else (efficiency.matrix_setup_s, efficiency.matrix_half_depth))
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
     best, best_seconds = None, math.inf
     most_split = 1 if _forward_convolution(cost) else profile.matrix.max_split_k
     for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, most_split):
         edge = 1 + efficiency.matrix_tile_overhead * shape.edge
-        depth = shape.slice_depth + (efficiency.matrix_unit_half_depth if _on_matrix_units(precision)
-                                     else efficiency.matrix_half_depth)
+        depth = shape.slice_depth + half_depth
         compute = setup + shape.unit_work * edge * depth / rate
         reduction = 0.0
         if shape.split > 1:  # the partial results are written, then read and added by a second kernel
