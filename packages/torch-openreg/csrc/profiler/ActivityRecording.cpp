@@ -142,13 +142,20 @@ void appendScalars(std::string& key, const c10::IValue& value) {
     for (const c10::IValue& element : value.toListRef()) appendScalars(key, element);
     return;
   }
-  key += value.tagKind();
+  // A letter for the scalar's type, then its value: 2 and 2.0 are different
+  // keys. (Not IValue::tagKind(), which makes a string per scalar.)
   if (value.isDouble()) {
+    key += 'd';
     appendBytes(key, value.toDouble());
   } else if (value.isComplexDouble()) {
+    key += 'c';
     appendBytes(key, static_cast<std::complex<double>>(value.toComplexDouble()));
+  } else if (value.isBool()) {
+    key += 'b';
+    appendBytes(key, int64_t{value.toBool()});
   } else {
-    appendBytes(key, value.isBool() ? int64_t{value.toBool()} : value.toInt());
+    key += 'i';
+    appendBytes(key, value.toInt());
   }
 }
 
