@@ -26,7 +26,7 @@ from .costs import OpCall
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "event_record", "stream_wait")
 
 
-@dataclass
+@dataclass(slots=True)
 class Work:
     """One piece of device work, in the order the host queued it (its correlation id)."""
 
@@ -42,7 +42,7 @@ class Work:
     call: int = 0  # which call of op queued it (the recording's operator id): one per call, unlike op
 
 
-@dataclass
+@dataclass(slots=True)
 class HostWait:
     """The host blocked until work finished: a stream, a whole device (stream 0), an event record or
     the work a call queued (waits_for, a correlation id)."""

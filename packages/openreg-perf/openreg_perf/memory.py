@@ -132,15 +132,22 @@ class MemoryWatch:
             for device, split in self.splits.items():
                 if split.sampled > 0:
                     split.optimizer_state += earlier.get(device, 0) - counted.get(device, 0)
-        allocated = {device: torch.openreg.memory_allocated(device) for device in self.devices}
-        busiest = [device for device in self.devices if allocated[device] > self.splits[device].sampled]
-        if not busiest:
-            return
+        # Most samples find no device busier than before: they read one figure per device.
+        busiest = {}
+        for device, split in self.splits.items():
+            allocated = torch.openreg.memory_allocated(device)
+            if allocated > split.sampled:
+                busiest[device] = allocated
+        if busiest:
+            self._split(busiest)
+
+    def _split(self, busiest: dict[int, int]) -> None:
+        """Splits what each of the devices holds (busiest: device -> bytes allocated) at this moment."""
         parameters = list(self._parameters.values())
         weights = _bytes_by_device(parameters)
         gradients = _bytes_by_device(parameter.grad for parameter in parameters)
         state = _state_bytes(self._optimizers)
-        for device in busiest:
+        for device, allocated in busiest.items():
             split = self.splits[device]
-            split.sampled, split.parameters = allocated[device], weights.get(device, 0)
+            split.sampled, split.parameters = allocated, weights.get(device, 0)
             split.gradients, split.optimizer_state = gradients.get(device, 0), state.get(device, 0)

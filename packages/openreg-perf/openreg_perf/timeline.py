@@ -69,7 +69,7 @@ COPY_KINDS = {"memcpyHtoD": "h2d", "memcpyDtoH": "d2h", "memcpyDtoD": "d2d", "me
 COPY_LINKS = {"h2d": "from host", "d2h": "to host", "p2p": "peers"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Predicted:
     """One piece of work on the predicted timeline. Times in seconds from the region's first launch."""
 
@@ -92,7 +92,7 @@ class Predicted:
         return self.start_s + self.seconds
 
 
-@dataclass
+@dataclass(slots=True)
 class PredictedWait:
     wait: HostWait
     start_s: float
