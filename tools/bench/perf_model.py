@@ -346,6 +346,13 @@ def print_prediction_cost() -> None:
         ratio = found[name] / plain
         print(f"  {label:<30} {_time(found[name]):>12}  {ratio:.2f}x (target <= {target}x: "
               f"{'met' if ratio <= target else 'NOT met'})")
+    print("  where timing-only's time goes, one instrument added at a time:")
+    previous = 0.0
+    for name, label in (("timing_only_mode", "timing-only mode alone"), ("recorded", "+ record_activity()"),
+                        ("recorded_and_sampled", "+ memory samples"), ("timing_only", "+ analysis: simulate")):
+        print(f"    {label:<28} {_time(found[name]):>12}  {found[name] / plain:.2f}x "
+              f"({(found[name] - previous) / plain:+.2f}x)")
+        previous = found[name]
 
 
 def print_timing_only_7b() -> None:

@@ -1,8 +1,11 @@
 """What a prediction costs the program: OpenReg demo's CNN (tools/demo.py) trained for 100 steps,
 plainly on openreg, inside openreg_perf.simulate("h100-sxm"), and inside simulate(..., execute=False)
-(timing-only); alternating, medians of 7 rounds, the analysis after each region included. Prints
-JSON. Run by tools/bench/perf_model.py."""
+(timing-only); alternating, medians of 7 rounds, the analysis after each region included. And where
+timing-only's time goes, one instrument added at a time: timing-only mode alone (nothing computed,
+nothing recorded), with torch.openreg.record_activity(), with the memory samples too (memory.py);
+simulate adds the analysis. Prints JSON. Run by tools/bench/perf_model.py."""
 
+import contextlib
 import json
 import statistics
 import time
@@ -13,6 +16,7 @@ openreg_perf.devices_for("h100-sxm")  # timing-only needs the profile's capacity
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from openreg_perf.memory import MemoryWatch  # noqa: E402
 
 STEPS, ROUNDS = 100, 7
 
@@ -44,6 +48,30 @@ def predicted(execute: bool):
     return run
 
 
+@contextlib.contextmanager
+def timing_only():
+    torch.openreg.set_timing_only(True)
+    try:
+        yield
+    finally:
+        torch.openreg.set_timing_only(False)
+
+
+def timing_only_steps() -> None:
+    with timing_only():
+        steps()
+
+
+def recorded_steps() -> None:
+    with timing_only(), torch.openreg.record_activity():
+        steps()
+
+
+def recorded_and_sampled_steps() -> None:
+    with timing_only(), MemoryWatch([0]), torch.openreg.record_activity():
+        steps()
+
+
 def seconds(fn) -> float:
     began = time.perf_counter()
     fn()
@@ -51,7 +79,9 @@ def seconds(fn) -> float:
 
 
 steps()  # warm-up: the simulator's first calls
-cases = {"plain": plain, "simulate": predicted(True), "timing_only": predicted(False)}
+cases = {"plain": plain, "simulate": predicted(True), "timing_only": predicted(False),
+         "timing_only_mode": timing_only_steps, "recorded": recorded_steps,
+         "recorded_and_sampled": recorded_and_sampled_steps}
 for fn in cases.values():
     fn()
 samples = {name: [] for name in cases}
