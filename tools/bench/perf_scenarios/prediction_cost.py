@@ -48,28 +48,18 @@ def predicted(execute: bool):
     return run
 
 
-@contextlib.contextmanager
-def timing_only():
-    torch.openreg.set_timing_only(True)
-    try:
-        yield
-    finally:
-        torch.openreg.set_timing_only(False)
-
-
-def timing_only_steps() -> None:
-    with timing_only():
-        steps()
-
-
-def recorded_steps() -> None:
-    with timing_only(), torch.openreg.record_activity():
-        steps()
-
-
-def recorded_and_sampled_steps() -> None:
-    with timing_only(), MemoryWatch([0]), torch.openreg.record_activity():
-        steps()
+def timing_only(*instruments):
+    """Timing-only steps under the instruments given (context managers, entered in order)."""
+    def run() -> None:
+        torch.openreg.set_timing_only(True)
+        try:
+            with contextlib.ExitStack() as stack:
+                for instrument in instruments:
+                    stack.enter_context(instrument())
+                steps()
+        finally:
+            torch.openreg.set_timing_only(False)
+    return run
 
 
 def seconds(fn) -> float:
@@ -80,8 +70,8 @@ def seconds(fn) -> float:
 
 steps()  # warm-up: the simulator's first calls
 cases = {"plain": plain, "simulate": predicted(True), "timing_only": predicted(False),
-         "timing_only_mode": timing_only_steps, "recorded": recorded_steps,
-         "recorded_and_sampled": recorded_and_sampled_steps}
+         "timing_only_mode": timing_only(), "recorded": timing_only(torch.openreg.record_activity),
+         "recorded_and_sampled": timing_only(lambda: MemoryWatch([0]), torch.openreg.record_activity)}
 for fn in cases.values():
     fn()
 samples = {name: [] for name in cases}
