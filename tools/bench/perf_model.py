@@ -349,7 +349,7 @@ def print_prediction_cost() -> None:
     print("  where timing-only's time goes, one instrument added at a time:")
     previous = 0.0
     for name, label in (("timing_only_mode", "timing-only mode alone"), ("recorded", "+ record_activity()"),
-                        ("recorded_and_sampled", "+ memory samples"), ("timing_only", "+ analysis: simulate")):
+                        ("recorded_and_sampled", "+ memory samples"), ("timing_only", "+ analysis (simulate)")):
         print(f"    {label:<28} {_time(found[name]):>12}  {found[name] / plain:.2f}x "
               f"({(found[name] - previous) / plain:+.2f}x)")
         previous = found[name]

@@ -19,6 +19,7 @@ import torch.nn.functional as F  # noqa: E402
 from openreg_perf.memory import MemoryWatch  # noqa: E402
 
 STEPS, ROUNDS = 100, 7
+DEVICES = list(range(torch.openreg.device_count()))  # what simulate() watches
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
@@ -48,7 +49,7 @@ def predicted(execute: bool):
     return run
 
 
-def timing_only(*instruments):
+def timing_only_under(*instruments):
     """Timing-only steps under the instruments given (context managers, entered in order)."""
     def run() -> None:
         torch.openreg.set_timing_only(True)
@@ -70,8 +71,8 @@ def seconds(fn) -> float:
 
 steps()  # warm-up: the simulator's first calls
 cases = {"plain": plain, "simulate": predicted(True), "timing_only": predicted(False),
-         "timing_only_mode": timing_only(), "recorded": timing_only(torch.openreg.record_activity),
-         "recorded_and_sampled": timing_only(lambda: MemoryWatch([0]), torch.openreg.record_activity)}
+         "timing_only_mode": timing_only_under(), "recorded": timing_only_under(torch.openreg.record_activity),
+         "recorded_and_sampled": timing_only_under(lambda: MemoryWatch(DEVICES), torch.openreg.record_activity)}
 for fn in cases.values():
     fn()
 samples = {name: [] for name in cases}
