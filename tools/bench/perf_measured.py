@@ -7,7 +7,8 @@ measured case is rebuilt from that script's own case list (gpu_calibration.CASES
 openreg_perf.simulate(PROFILE, host="launches") (in timing-only mode, execute=False, except copies to the
 host), and its predicted time per call set beside the measurement (the mean of the runs in the folder;
 of rows timed with the host ahead, the fastest). host="launches" is the device's view: a host that does
-nothing but launch, as a GPU measured with events back to back sees it when its host keeps up. Rows
+nothing but launch, as a GPU measured with events back to back sees it when its host keeps up (--host
+profile: the profile's [host] model, the default of simulate(), which host-paced rows show). Rows
 measured from a CUDA graph's replay are compared with the predicted kernel time alone, each kernel at the
 chip's graph floor (a graph has no launch gaps), and so are rows measured with the host ahead of the
 device (", host ahead": a spinning kernel holds the stream while the host queues a sample), at the
@@ -22,7 +23,8 @@ and perf_model.py's fit takes their kernel rows among its calibration rows: for 
 figures are in-sample, and perf_model.py's held-out table is the accuracy; the training steps were
 fitted to nothing.
 
-    .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--match TEXT] [--measured DIR]
+    .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--host profile] [--match TEXT]
+                                                  [--measured DIR]
 """
 
 import argparse
@@ -64,14 +66,14 @@ def row_class(workload: str, seconds: float) -> str:
     return "layers"
 
 
-def predict(case, profile: str, calls: int = 10) -> tuple[float, float, float]:
+def predict(case, profile: str, calls: int = 10, host: str = "launches") -> tuple[float, float, float]:
     """Predicted (seconds per call back to back, kernel seconds per call, kernel seconds per call
     replayed from a CUDA graph) of a gpu_calibration case: in timing-only mode, except a copy to the
     host, which needs values and is executed."""
-    return _predict(case, profile, calls, execute=case.workload.startswith("copy: device to host"))
+    return _predict(case, profile, calls, host, execute=case.workload.startswith("copy: device to host"))
 
 
-def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, float, float]:
+def _predict(case, profile: str, calls: int, host: str, execute: bool) -> tuple[float, float, float]:
     import gpu_calibration
     import torch
 
@@ -80,7 +82,7 @@ def _predict(case, profile: str, calls: int, execute: bool) -> tuple[float, floa
         with gpu_calibration.tf32(case.tf32):
             fn = case.make("openreg")
             fn()  # the first call of each operator runs synchronously on openreg: keep it out of the region
-            with openreg_perf.simulate(profile, execute=execute, host="launches") as run:
+            with openreg_perf.simulate(profile, execute=execute, host=host) as run:
                 for _ in range(calls):
                     fn()
         del fn
@@ -97,6 +99,7 @@ def main() -> None:
     parser.add_argument("--profile", default="h100-sxm")
     parser.add_argument("--measured", type=Path, default=HERE / "measured")
     parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument("--host", default="launches", choices=("launches", "profile"), help="the host model")
     parser.add_argument("--match", default="", help="only the cases whose 'workload | config | precision' has this")
     args = parser.parse_args()
     openreg_perf.devices_for(args.profile)  # timing-only prediction: devices of the target's capacity
@@ -117,7 +120,7 @@ def main() -> None:
                 not_predicted.append(f"{case.workload} | {case.config}: openreg does not run it")
                 continue
             try:
-                per_call, kernels, replayed = predict(case, args.profile)
+                per_call, kernels, replayed = predict(case, args.profile, host=args.host)
             except Exception as error:  # noqa: BLE001 - report the row and go on with the others
                 not_predicted.append(f"{case.workload} | {case.config}: {type(error).__name__}: {error}"[:200])
                 continue
