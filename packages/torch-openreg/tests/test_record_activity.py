@@ -92,6 +92,20 @@ def test_a_call_on_channels_last_tensors_says_so():
     assert convolutions[0].shapes == convolutions[1].shapes
 
 
+def test_the_outermost_calls_are_those_no_recorded_call_made():
+    """A call from Python is outermost; the operators a composite calls are not (linear -> t, addmm)."""
+    x, weight = torch.randn(4, 8, device="openreg"), torch.randn(16, 8, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        torch.nn.functional.linear(x, weight)
+        torch.relu(x)
+    assert len(recording.outermost_starts_ns) == 2
+    assert set(recording.outermost_starts_ns) < set(recording.operator_starts_ns)
+    assert len(recording.operator_starts_ns) >= 4  # linear, its t and its matrix product, relu...
+    with torch.openreg.record_activity() as again:  # nothing is left counted as running
+        torch.relu(x)
+    assert again.outermost_starts_ns == again.operator_starts_ns[:1]
+
+
 def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -32,6 +32,9 @@ namespace {
 // (CUDA launches a few multi_tensor_apply kernels for it), but openreg runs it
 // as PyTorch's per-tensor loop: the operators inside it are not recorded, so
 // every launch of the loop names the _foreach_ call that made it.
+// A call that begins while no recorded call of its thread runs is noted as
+// outermost: one Python or autograd's engine made, which costs a real host
+// more than the calls inside it (openreg-perf's [host]).
 
 // Note [Equal calls are described once]
 // A training loop makes the same calls every step, and a recording is meant
@@ -47,6 +50,7 @@ struct RecordedCall {
   uint64_t id = 0;  // the external correlation id of the work it queued
   uint64_t startNs = 0;  // orTraceGetTimestamp clock
   size_t record = 0;  // its OperatorRecord: arguments only until it returns, then with its outputs
+  bool outermost = false;  // no recorded call of its thread was running when it began
 };
 
 struct Recording {
@@ -205,6 +209,7 @@ struct PushedId final : at::ObserverContext {
 };
 
 thread_local int insideMultiTensorCalls = 0;
+thread_local int recordedCallsRunning = 0;  // this thread's, begun and not yet returned
 
 bool isMultiTensor(const at::RecordFunction& call) {
   return std::string_view(call.name()).rfind("aten::_foreach_", 0) == 0;
@@ -229,6 +234,7 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
   if (!touchesOpenReg) return nullptr;
   RecordedCall recorded;
   orTraceGetTimestamp(&recorded.startNs);
+  recorded.outermost = recordedCallsRunning == 0;
   std::string& key = scratchKey;
   key.assign(call.name());
   for (const c10::IValue& input : inputs) appendKey(key, input);
@@ -249,6 +255,7 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
     state.calls.push_back(recorded);
   }
   orTracePushExternalCorrelationId(pushed->id);
+  ++recordedCallsRunning;
   pushed->multiTensor = isMultiTensor(call);
   insideMultiTensorCalls += pushed->multiTensor ? 1 : 0;
   return pushed;
@@ -259,6 +266,7 @@ void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context)
   InsideCallback inside;
   auto* pushed = static_cast<PushedId*>(context);
   orTracePopExternalCorrelationId(nullptr);
+  --recordedCallsRunning;
   insideMultiTensorCalls -= pushed->multiTensor ? 1 : 0;
   std::string& key = scratchKey;  // its arguments' record, then its outputs
   key.assign("->");
@@ -321,6 +329,7 @@ ActivityRecordingResult stopActivityRecording() {
   result.operatorStartsNs.reserve(calls.size());
   for (const RecordedCall& call : calls) {
     result.operatorStartsNs.push_back(call.startNs);
+    if (call.outermost) result.outermostStartsNs.push_back(call.startNs);
     if (launched.count(call.id) != 0) result.launchingCalls.emplace_back(call.id, call.record);
   }
   return result;

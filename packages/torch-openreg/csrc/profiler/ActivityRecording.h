@@ -45,6 +45,9 @@ struct ActivityRecordingResult {
   // the external correlation id of the launch records of that work.
   std::vector<std::pair<uint64_t, size_t>> launchingCalls;
   std::vector<uint64_t> operatorStartsNs;  // every operator recorded, in order
+  // The operators recorded that no other recorded operator called (the
+  // calls Python makes, and autograd's engine), in order.
+  std::vector<uint64_t> outermostStartsNs;
   std::string droppedMessage;  // empty unless the runtime dropped records (ActivityDrain)
 };
 

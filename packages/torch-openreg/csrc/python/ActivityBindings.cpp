@@ -93,7 +93,8 @@ void bindActivityRecording(py::module_ m) {
     py::bytes activity(reinterpret_cast<const char*>(result.activity.data()),
                        result.activity.size() * sizeof(orActivity));
     return py::make_tuple(activity, sizeof(orActivity), operatorCalls(result),
-                          py::cast(result.operatorStartsNs), result.droppedMessage);
+                          py::cast(result.operatorStartsNs), py::cast(result.outermostStartsNs),
+                          result.droppedMessage);
   });
 }
 

@@ -117,13 +117,16 @@ class ActivityRecording:
     ``activity``: the runtime's records, as profiler_activity() gives them.
     ``operators``: the calls that queued work, by the id that the launch
     records carry as ``external_correlation_id``. ``operator_starts_ns``:
-    when every recorded call began (runtime clock), sorted. ``complete``:
+    when every recorded call began (runtime clock), sorted;
+    ``outermost_starts_ns``: those of the calls no other recorded call made
+    (the calls Python makes, and autograd's engine). ``complete``:
     False if the runtime dropped records (its buffer was full), which
     record_activity() also warns about."""
 
     activity: list[ActivityRecord] = field(default_factory=list)
     operators: dict[int, OperatorRecord] = field(default_factory=dict)
     operator_starts_ns: list[int] = field(default_factory=list)
+    outermost_starts_ns: list[int] = field(default_factory=list)
     complete: bool = True
 
 
@@ -140,11 +143,12 @@ def record_activity() -> Iterator[ActivityRecording]:
     try:
         yield recording
     finally:
-        data, size, (ids, calls), starts, dropped = _C._stop_activity_recording()
+        data, size, (ids, calls), starts, outermost, dropped = _C._stop_activity_recording()
         with _without_cycle_collection():
             recording.activity = _activity_records(data, size)
             recording.operators = _operator_records(ids, calls)
         recording.operator_starts_ns = sorted(starts)
+        recording.outermost_starts_ns = sorted(outermost)
         if dropped:
             recording.complete = False
             warnings.warn(dropped, RuntimeWarning, stacklevel=3)
