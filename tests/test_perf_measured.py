@@ -102,3 +102,17 @@ def test_the_profiles_host_model_paces_a_host_paced_step():
     the H100 measured)."""
     row = "training step: tools/bench/torch_ops.py MLP"
     assert _predicted_over_measured(row, "--host", "profile") > 1.3 * _predicted_over_measured(row)
+
+
+@pytest.mark.needs_packages("openreg-perf")
+def test_the_h100_profiles_host_figures_are_what_fit_host_fits():
+    """The bundled [host] outer_call_s and optimizer_step_s are reproduced from the measured steps."""
+    from openreg_perf.profile import load_profile
+
+    done = subprocess.run([sys.executable, str(BENCH / "perf_measured.py"), "--fit-host"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    fitted = dict(re.findall(r"(\w+_s) = ([\d.e+-]+)", done.stdout))
+    host = load_profile("h100-sxm").host
+    assert float(fitted["outer_call_s"]) == pytest.approx(host.outer_call_s, rel=0.05)
+    assert float(fitted["optimizer_step_s"]) == pytest.approx(host.optimizer_step_s, rel=0.05)

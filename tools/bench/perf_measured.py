@@ -31,6 +31,7 @@ import argparse
 import csv
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import openreg_perf
@@ -70,10 +71,42 @@ def predict(case, profile: str, calls: int = 10, host: str = "launches") -> tupl
     """Predicted (seconds per call back to back, kernel seconds per call, kernel seconds per call
     replayed from a CUDA graph) of a gpu_calibration case: in timing-only mode, except a copy to the
     host, which needs values and is executed."""
+    run = recorded(case, profile, calls, host)
+    graph = run.predicted_again(profile=run.profile.replayed_from_graph())
+    return (run.total_time_s / calls, sum(kernel.seconds for kernel in run.kernels) / calls,
+            sum(kernel.seconds for kernel in graph.kernels) / calls)
+
+
+def fit_host(steps: list[tuple[object, float]], profile: str, calls: int = 10) -> tuple[float, float, int]:
+    """[host] outer_call_s and optimizer_step_s fitted to the training steps measured back to back (case,
+    seconds per step) that their host paces (the device's view under half the step), the other [host]
+    figures as measured: least squares of the relative error, and how many steps. Such a step's
+    predicted time is linear in both: a base, plus each figure times how often the step pays it."""
+    import numpy as np
+
+    rows, targets = [], []
+    for case, seconds in steps:
+        run = recorded(case, profile, calls)
+        if run.total_time_s / calls <= seconds / 2:
+            base = _per_step(run, calls, 0.0, 0.0)
+            rows.append([(_per_step(run, calls, 1e-3, 0.0) - base) / 1e-3 / seconds,
+                         (_per_step(run, calls, 0.0, 1e-3) - base) / 1e-3 / seconds])
+            targets.append(1 - base / seconds)
+    (outer_call_s, optimizer_step_s), *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
+    return outer_call_s, optimizer_step_s, len(rows)
+
+
+def _per_step(run, calls: int, outer_call_s: float, optimizer_step_s: float) -> float:
+    host = replace(run.profile.host, outer_call_s=outer_call_s, optimizer_step_s=optimizer_step_s)
+    return run.predicted_again(profile=replace(run.profile, host=host), host="profile").total_time_s / calls
+
+
+def recorded(case, profile: str, calls: int, host: str = "launches"):
+    """calls of a gpu_calibration case predicted on profile."""
     return _predict(case, profile, calls, host, execute=case.workload.startswith("copy: device to host"))
 
 
-def _predict(case, profile: str, calls: int, host: str, execute: bool) -> tuple[float, float, float]:
+def _predict(case, profile: str, calls: int, host: str, execute: bool):
     import gpu_calibration
     import torch
 
@@ -89,9 +122,7 @@ def _predict(case, profile: str, calls: int, host: str, execute: bool) -> tuple[
     finally:
         torch.openreg.set_timing_only(False)
         torch.openreg.empty_cache()
-    graph = run.predicted_again(profile=run.profile.replayed_from_graph())
-    return (run.total_time_s / calls, sum(kernel.seconds for kernel in run.kernels) / calls,
-            sum(kernel.seconds for kernel in graph.kernels) / calls)
+    return run
 
 
 def main() -> None:
@@ -101,6 +132,8 @@ def main() -> None:
     parser.add_argument("--rows", action="store_true", help="print every row")
     parser.add_argument("--host", default="launches", choices=("launches", "profile"), help="the host model")
     parser.add_argument("--match", default="", help="only the cases whose 'workload | config | precision' has this")
+    parser.add_argument("--fit-host", action="store_true",
+                        help="fit [host] outer_call_s and optimizer_step_s to the training steps measured back to back")
     args = parser.parse_args()
     openreg_perf.devices_for(args.profile)  # timing-only prediction: devices of the target's capacity
     sys.path.insert(0, str(HERE))
@@ -109,6 +142,13 @@ def main() -> None:
     measured = measured_rows(args.measured, args.profile)
     if not measured:
         sys.exit(f"no row of {args.measured} was measured on {args.profile}'s chip")
+    if args.fit_host:
+        steps = [(case, statistics.mean(measured[(case.workload, case.config, case.precision)]))
+                 for case in gpu_calibration.step_cases() if (case.workload, case.config, case.precision) in measured]
+        outer_call_s, optimizer_step_s, fitted = fit_host(steps, args.profile)
+        print(f"[host] fitted to the {fitted} host-paced training steps measured on {args.profile}'s chip: "
+              f"outer_call_s = {outer_call_s:.3g}, optimizer_step_s = {optimizer_step_s:.3g}")
+        return
     errors: dict[str, list[float]] = {}
     not_predicted: list[str] = []
     for make_cases in gpu_calibration.CASES.values():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import openreg_runtime
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .costs import OpCall
 
@@ -67,6 +68,8 @@ class Trace:
     operator_starts_ns: list[int] = field(default_factory=list)
     recording_cost_per_operator_s: float = 0.0
     host_pauses_ns: list[tuple[int, int]] = field(default_factory=list)  # sorted (start, end)
+    outermost_starts_ns: list[int] = field(default_factory=list)  # the recorded operators no other called
+    optimizer_steps_ns: list[int] = field(default_factory=list)  # when each Optimizer.step began
     # Whether FP32 matrix products and convolutions may run on TF32 units, as PyTorch's flags said when
     # the region began: torch.backends.cuda.matmul.allow_tf32 (off by default) and
     # torch.backends.cudnn.allow_tf32 (on by default: an FP32 convolution on an NVIDIA GPU is TF32).
@@ -88,15 +91,28 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
                   tf32_convolution=torch.backends.cudnn.allow_tf32)
     for device in devices if devices is not None else range(torch.openreg.device_count()):
         torch.openreg.synchronize(device)
-    with torch.openreg.record_activity() as recording:
+
+    def step_began(optimizer, args, kwargs) -> None:
+        trace.optimizer_steps_ns.append(openreg_runtime.trace_get_timestamp())
+
+    with torch.openreg.record_activity() as recording, _removed_after(register_optimizer_step_pre_hook(step_began)):
         start = openreg_runtime.trace_get_timestamp()
         yield trace
         end = openreg_runtime.trace_get_timestamp()  # the recording's own wait at exit comes after this
     trace.region_ns = (start, end)
     trace.operator_starts_ns = recording.operator_starts_ns
+    trace.outermost_starts_ns = recording.outermost_starts_ns
     trace.complete = recording.complete
     with without_cycle_collection():
         _fill(trace, recording.activity, recording.operators)
+
+
+@contextmanager
+def _removed_after(hook) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        hook.remove()
 
 
 @contextmanager

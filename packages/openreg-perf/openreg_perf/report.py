@@ -196,8 +196,10 @@ def _host_line(profile: Profile, host: str) -> str:
         return "as measured on this machine (host=\"this-machine\"): depends on the machine that predicts"
     if host == "launches":
         return f"launches only, {_time(profile.host.launch_s)} each (the device's view)"
-    return (f"the profile's: {_time(profile.host.launch_s)} a launch, {_time(profile.host.operator_s)} a further "
-            f"operator, {_time(profile.host.synchronize_s)} a synchronisation")
+    figures = profile.host
+    return (f"the profile's: {_time(figures.launch_s)} a launch, {_time(figures.operator_s)} a further operator, "
+            f"{_time(figures.outer_call_s)} more a further call from Python, {_time(figures.optimizer_step_s)} an "
+            f"optimizer step, {_time(figures.synchronize_s)} a synchronisation")
 
 
 def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) -> dict:

@@ -7,9 +7,12 @@ The host queues work in the order it did and waits where it waited; what it cost
 events depends on the host model, and by default only on the program and the profile:
 - "profile" (the default): the target's host as the profile's [host] section describes it. Each
   launch costs host.launch_s (the dispatch of the operator that launched it included), each further
-  operator recorded since the previous event host.operator_s (composites, views, allocations), and
-  each synchronisation host.synchronize_s once the device work it waits for has ended. The same
-  program on the same profile is predicted the same on any machine, however busy.
+  operator recorded since the previous event host.operator_s (composites, views, allocations), each
+  further outermost call among them (one Python or autograd's engine makes, not one inside another
+  operator) host.outer_call_s more, each optimizer step begun host.optimizer_step_s (Optimizer.step's
+  Python and the backward pass's start, beyond their operators), and each synchronisation
+  host.synchronize_s once the device work it waits for has ended. The same program on the same
+  profile is predicted the same on any machine, however busy.
 - "this-machine": the host's own time between two events as it was measured here, less what the
   prediction's instruments cost it (recording the operators, measured once per process,
   capture.recording_cost_per_operator; the memory samples, as long as each took), and at least the
@@ -179,7 +182,7 @@ class _Replay:
         """The host's time from its previous event to queueing the next piece of work."""
         launch = self.profile.host.launch_s
         if self.host == "profile":
-            return launch + self.profile.host.operator_s * max(0, self._operators(begin_ns, end_ns) - 1)
+            return launch + self._profile_host_seconds(begin_ns, end_ns, launching=True)
         if self.host == "this-machine":
             return max(launch, self._measured_seconds(begin_ns, end_ns))
         return launch
@@ -187,15 +190,24 @@ class _Replay:
     def _before_wait(self, begin_ns: int, end_ns: int) -> float:
         """The host's time from its previous event to starting a wait."""
         if self.host == "profile":
-            return self.profile.host.operator_s * self._operators(begin_ns, end_ns)
+            return self._profile_host_seconds(begin_ns, end_ns, launching=False)
         if self.host == "this-machine":
             return self._measured_seconds(begin_ns, end_ns)
         return 0.0
 
+    def _profile_host_seconds(self, begin_ns: int, end_ns: int, launching: bool) -> float:
+        """host="profile" between two of the host's events, beyond a launch's own launch_s (which
+        includes the call that launched it): the operators recorded, the outermost calls among them, and
+        the optimizer steps begun."""
+        host, trace = self.profile.host, self.trace
+        operators = max(0, self._operators(begin_ns, end_ns) - launching)
+        outer_calls = max(0, _between(trace.outermost_starts_ns, begin_ns, end_ns) - launching)
+        steps = _between(trace.optimizer_steps_ns, begin_ns, end_ns)
+        return host.operator_s * operators + host.outer_call_s * outer_calls + host.optimizer_step_s * steps
+
     def _operators(self, begin_ns: int, end_ns: int) -> int:
         """Operators recorded between two of the host's events."""
-        starts = self.trace.operator_starts_ns
-        return max(0, bisect.bisect_right(starts, end_ns) - bisect.bisect_right(starts, begin_ns))
+        return _between(self.trace.operator_starts_ns, begin_ns, end_ns)
 
     def _measured_seconds(self, begin_ns: int, end_ns: int) -> float:
         """The host's own time between two of its events as measured here, without what the
@@ -319,3 +331,8 @@ def merged_intervals(intervals: list[tuple]) -> list[tuple]:
         else:
             merged.append((start, end))
     return merged
+
+
+def _between(sorted_ns: list[int], begin_ns: int, end_ns: int) -> int:
+    """How many of sorted_ns fall in (begin_ns, end_ns]."""
+    return max(0, bisect.bisect_right(sorted_ns, end_ns) - bisect.bisect_right(sorted_ns, begin_ns))

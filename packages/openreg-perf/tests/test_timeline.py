@@ -104,19 +104,25 @@ def test_a_device_synchronize_waits_for_every_stream_of_its_device_only():
     assert timeline.waits[0].end_s == pytest.approx(by_correlation(timeline)[slow.correlation].end_s)
 
 
-def test_the_profiles_host_prices_launches_operators_and_synchronisations():
+def test_the_profiles_host_prices_launches_operators_calls_steps_and_synchronisations():
     """host="profile" (the default): each launch host.launch_s, each further operator recorded since
-    the previous event host.operator_s, each synchronisation host.synchronize_s after the work."""
+    the previous event host.operator_s, each further outermost call among them host.outer_call_s more,
+    each optimizer step begun host.optimizer_step_s, each synchronisation host.synchronize_s after the
+    work."""
     program = Program()
     program.kernel(OpCall("aten::relu", [[4]], [F32]))
     second = program.kernel(OpCall("aten::relu", [[4]], [F32]), gap_ns=2 * MS)
-    # Four operators recorded before the second launch (a composite and its children): three more.
-    program.trace.operator_starts_ns = [second.queued_ns - 400, second.queued_ns - 300, second.queued_ns - 200,
-                                        second.queued_ns - 100]
+    # Four operators recorded before the second launch: two calls from Python, each with a child.
+    starts = [second.queued_ns - 400, second.queued_ns - 300, second.queued_ns - 200, second.queued_ns - 100]
+    program.trace.operator_starts_ns = starts
+    program.trace.outermost_starts_ns = [starts[0], starts[2]]
+    program.trace.optimizer_steps_ns = [starts[0] - 50]
     program.wait("orDeviceSynchronize", stream=0)
     timeline = replay(program.trace, H100)
     host = H100.host
-    assert by_correlation(timeline)[second.correlation].start_s == pytest.approx(host.launch_s + 3 * host.operator_s)
+    assert host.outer_call_s > 0 and host.optimizer_step_s > 0
+    expected = host.launch_s + 3 * host.operator_s + host.outer_call_s + host.optimizer_step_s
+    assert by_correlation(timeline)[second.correlation].start_s == pytest.approx(expected)
     (wait,) = timeline.waits
     assert wait.end_s == pytest.approx(max(wait.start_s, timeline.items[-1].end_s) + host.synchronize_s)
 
