@@ -77,27 +77,29 @@ def predict(case, profile: str, calls: int = 10, host: str = "launches") -> tupl
             sum(kernel.seconds for kernel in graph.kernels) / calls)
 
 
-def fit_host(steps: list[tuple[object, float]], profile: str, calls: int = 10) -> tuple[float, float, int]:
-    """[host] outer_call_s and optimizer_step_s fitted to the training steps measured back to back (case,
-    seconds per step) that their host paces (the device's view under half the step), the other [host]
-    figures as measured: least squares of the relative error, and how many steps. Such a step's
-    predicted time is linear in both: a base, plus each figure times how often the step pays it."""
+def fit_host(steps: list[tuple[object, float]], profile: str, calls: int = 10) -> tuple[dict[str, float], int]:
+    """[host] outer_call_s, module_call_s and optimizer_step_s fitted to the training steps measured back
+    to back (case, seconds per step) that their host paces (the device's view under half the step), the
+    other [host] figures as measured: least squares of the relative error, and how many steps. Such a
+    step's predicted time is linear in them: a base, plus each figure times how often the step pays it."""
     import numpy as np
 
     rows, targets = [], []
     for case, seconds in steps:
         run = recorded(case, profile, calls)
         if run.total_time_s / calls <= seconds / 2:
-            base = _per_step(run, calls, 0.0, 0.0)
-            rows.append([(_per_step(run, calls, 1e-3, 0.0) - base) / 1e-3 / seconds,
-                         (_per_step(run, calls, 0.0, 1e-3) - base) / 1e-3 / seconds])
+            base = _per_step(run, calls, {})
+            rows.append([(_per_step(run, calls, {name: 1e-3}) - base) / 1e-3 / seconds for name in FITTED_HOST])
             targets.append(1 - base / seconds)
-    (outer_call_s, optimizer_step_s), *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
-    return outer_call_s, optimizer_step_s, len(rows)
+    fitted, *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
+    return dict(zip(FITTED_HOST, fitted, strict=True)), len(rows)
 
 
-def _per_step(run, calls: int, outer_call_s: float, optimizer_step_s: float) -> float:
-    host = replace(run.profile.host, outer_call_s=outer_call_s, optimizer_step_s=optimizer_step_s)
+FITTED_HOST = ("outer_call_s", "module_call_s", "optimizer_step_s")
+
+
+def _per_step(run, calls: int, figures: dict[str, float]) -> float:
+    host = replace(run.profile.host, **({name: 0.0 for name in FITTED_HOST} | figures))
     return run.predicted_again(profile=replace(run.profile, host=host), host="profile").total_time_s / calls
 
 
@@ -133,7 +135,7 @@ def main() -> None:
     parser.add_argument("--host", default="launches", choices=("launches", "profile"), help="the host model")
     parser.add_argument("--match", default="", help="only the cases whose 'workload | config | precision' has this")
     parser.add_argument("--fit-host", action="store_true",
-                        help="fit [host] outer_call_s and optimizer_step_s to the training steps measured back to back")
+                        help="fit [host]'s calls, modules and steps to the training steps measured back to back")
     args = parser.parse_args()
     openreg_perf.devices_for(args.profile)  # timing-only prediction: devices of the target's capacity
     sys.path.insert(0, str(HERE))
@@ -145,9 +147,9 @@ def main() -> None:
     if args.fit_host:
         steps = [(case, statistics.mean(measured[(case.workload, case.config, case.precision)]))
                  for case in gpu_calibration.step_cases() if (case.workload, case.config, case.precision) in measured]
-        outer_call_s, optimizer_step_s, fitted = fit_host(steps, args.profile)
+        figures, fitted = fit_host(steps, args.profile)
         print(f"[host] fitted to the {fitted} host-paced training steps measured on {args.profile}'s chip: "
-              f"outer_call_s = {outer_call_s:.3g}, optimizer_step_s = {optimizer_step_s:.3g}")
+              + ", ".join(f"{name} = {value:.3g}" for name, value in figures.items()))
         return
     errors: dict[str, list[float]] = {}
     not_predicted: list[str] = []

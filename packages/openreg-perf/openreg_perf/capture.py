@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import openreg_runtime
 import torch
+from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .costs import OpCall
@@ -69,6 +70,7 @@ class Trace:
     recording_cost_per_operator_s: float = 0.0
     host_pauses_ns: list[tuple[int, int]] = field(default_factory=list)  # sorted (start, end)
     outermost_starts_ns: list[int] = field(default_factory=list)  # the recorded operators no other called
+    module_calls_ns: list[int] = field(default_factory=list)  # when each nn.Module call began
     optimizer_steps_ns: list[int] = field(default_factory=list)  # when each Optimizer.step began
     # Whether FP32 matrix products and convolutions may run on TF32 units, as PyTorch's flags said when
     # the region began: torch.backends.cuda.matmul.allow_tf32 (off by default) and
@@ -92,10 +94,14 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
     for device in devices if devices is not None else range(torch.openreg.device_count()):
         torch.openreg.synchronize(device)
 
+    def module_called(module, args) -> None:
+        trace.module_calls_ns.append(openreg_runtime.trace_get_timestamp())
+
     def step_began(optimizer, args, kwargs) -> None:
         trace.optimizer_steps_ns.append(openreg_runtime.trace_get_timestamp())
 
-    with torch.openreg.record_activity() as recording, _removed_after(register_optimizer_step_pre_hook(step_began)):
+    with (torch.openreg.record_activity() as recording, _removed_after(register_module_forward_pre_hook(module_called)),
+          _removed_after(register_optimizer_step_pre_hook(step_began))):
         start = openreg_runtime.trace_get_timestamp()
         yield trace
         end = openreg_runtime.trace_get_timestamp()  # the recording's own wait at exit comes after this

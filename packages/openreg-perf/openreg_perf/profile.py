@@ -112,9 +112,11 @@ class Host:
     operator_s: float  # host time per further operator call between two launches (composites, views, allocations)
     synchronize_s: float  # host time of a synchronisation beyond waiting for the device (an idle device's)
     # What a further outermost call (one Python or autograd's engine makes, not one inside another
-    # operator) costs beyond its operator_s, and an optimizer step beyond its operators (Optimizer.step's
-    # Python and the backward pass's start): none where a profile leaves them out.
+    # operator) costs beyond its operator_s, a module's call beyond its calls (nn.Module's Python and its
+    # forward's own), and an optimizer step beyond its operators (Optimizer.step's Python and the
+    # backward pass's start): none where a profile leaves them out.
     outer_call_s: float = 0.0
+    module_call_s: float = 0.0
     optimizer_step_s: float = 0.0
 
 

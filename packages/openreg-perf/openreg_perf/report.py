@@ -198,8 +198,8 @@ def _host_line(profile: Profile, host: str) -> str:
         return f"launches only, {_time(profile.host.launch_s)} each (the device's view)"
     figures = profile.host
     return (f"the profile's: {_time(figures.launch_s)} a launch, {_time(figures.operator_s)} a further operator, "
-            f"{_time(figures.outer_call_s)} more a further call from Python, {_time(figures.optimizer_step_s)} an "
-            f"optimizer step, {_time(figures.synchronize_s)} a synchronisation")
+            f"{_time(figures.outer_call_s)} more a further call from Python, {_time(figures.module_call_s)} a module, "
+            f"{_time(figures.optimizer_step_s)} an optimizer step, {_time(figures.synchronize_s)} a synchronisation")
 
 
 def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) -> dict:

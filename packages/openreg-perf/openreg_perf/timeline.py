@@ -9,7 +9,8 @@ events depends on the host model, and by default only on the program and the pro
   launch costs host.launch_s (the dispatch of the operator that launched it included), each further
   operator recorded since the previous event host.operator_s (composites, views, allocations), each
   further outermost call among them (one Python or autograd's engine makes, not one inside another
-  operator) host.outer_call_s more, each optimizer step begun host.optimizer_step_s (Optimizer.step's
+  operator) host.outer_call_s more, each module called host.module_call_s (nn.Module's Python and its
+  forward's own, beyond its calls), each optimizer step begun host.optimizer_step_s (Optimizer.step's
   Python and the backward pass's start, beyond their operators), and each synchronisation
   host.synchronize_s once the device work it waits for has ended. The same program on the same
   profile is predicted the same on any machine, however busy.
@@ -197,13 +198,15 @@ class _Replay:
 
     def _profile_host_seconds(self, begin_ns: int, end_ns: int, launching: bool) -> float:
         """host="profile" between two of the host's events, beyond a launch's own launch_s (which
-        includes the call that launched it): the operators recorded, the outermost calls among them, and
-        the optimizer steps begun."""
+        includes the call that launched it): the operators recorded, the outermost calls among them, the
+        modules called and the optimizer steps begun."""
         host, trace = self.profile.host, self.trace
         operators = max(0, self._operators(begin_ns, end_ns) - launching)
         outer_calls = max(0, _between(trace.outermost_starts_ns, begin_ns, end_ns) - launching)
+        modules = _between(trace.module_calls_ns, begin_ns, end_ns)
         steps = _between(trace.optimizer_steps_ns, begin_ns, end_ns)
-        return host.operator_s * operators + host.outer_call_s * outer_calls + host.optimizer_step_s * steps
+        return (host.operator_s * operators + host.outer_call_s * outer_calls + host.module_call_s * modules
+                + host.optimizer_step_s * steps)
 
     def _operators(self, begin_ns: int, end_ns: int) -> int:
         """Operators recorded between two of the host's events."""

@@ -56,15 +56,16 @@ def test_the_default_prediction_is_the_same_on_a_busy_machine():
     assert loaded.predicted_again(host="this-machine").host == "this-machine"
 
 
-def test_the_trace_notes_each_optimizer_step_and_the_calls_python_made():
-    """What the profile's [host] prices beyond launches: optimizer steps (a global Optimizer hook) and
-    the outermost calls, a few of every operator recorded (linear's t and addmm are inside it)."""
+def test_the_trace_notes_each_optimizer_step_module_and_call_python_made():
+    """What the profile's [host] prices beyond launches: optimizer steps and module calls (global hooks)
+    and the outermost calls, a few of every operator recorded (linear's t and addmm are inside it)."""
     step = mlp_step()
     with openreg_perf.simulate("h100-sxm") as run:
         step()
         step()
     trace = run.trace
     assert len(trace.optimizer_steps_ns) == 2 and trace.region_ns[0] < trace.optimizer_steps_ns[0]
+    assert len(trace.module_calls_ns) == 2 * 4  # the Sequential and its three layers, each step
     assert 0 < len(trace.outermost_starts_ns) < len(trace.operator_starts_ns)
     assert set(trace.outermost_starts_ns) <= set(trace.operator_starts_ns)
     steps = trace.optimizer_steps_ns

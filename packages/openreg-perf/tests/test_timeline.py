@@ -107,8 +107,8 @@ def test_a_device_synchronize_waits_for_every_stream_of_its_device_only():
 def test_the_profiles_host_prices_launches_operators_calls_steps_and_synchronisations():
     """host="profile" (the default): each launch host.launch_s, each further operator recorded since
     the previous event host.operator_s, each further outermost call among them host.outer_call_s more,
-    each optimizer step begun host.optimizer_step_s, each synchronisation host.synchronize_s after the
-    work."""
+    each module called host.module_call_s, each optimizer step begun host.optimizer_step_s, each
+    synchronisation host.synchronize_s after the work."""
     program = Program()
     program.kernel(OpCall("aten::relu", [[4]], [F32]))
     second = program.kernel(OpCall("aten::relu", [[4]], [F32]), gap_ns=2 * MS)
@@ -117,11 +117,13 @@ def test_the_profiles_host_prices_launches_operators_calls_steps_and_synchronisa
     program.trace.operator_starts_ns = starts
     program.trace.outermost_starts_ns = [starts[0], starts[2]]
     program.trace.optimizer_steps_ns = [starts[0] - 50]
+    program.trace.module_calls_ns = [starts[0] - 20, starts[2] - 20]
     program.wait("orDeviceSynchronize", stream=0)
     timeline = replay(program.trace, H100)
     host = H100.host
-    assert host.outer_call_s > 0 and host.optimizer_step_s > 0
-    expected = host.launch_s + 3 * host.operator_s + host.outer_call_s + host.optimizer_step_s
+    assert host.outer_call_s > 0 and host.module_call_s > 0 and host.optimizer_step_s > 0
+    expected = (host.launch_s + 3 * host.operator_s + host.outer_call_s + 2 * host.module_call_s
+                + host.optimizer_step_s)
     assert by_correlation(timeline)[second.correlation].start_s == pytest.approx(expected)
     (wait,) = timeline.waits
     assert wait.end_s == pytest.approx(max(wait.start_s, timeline.items[-1].end_s) + host.synchronize_s)
