@@ -189,6 +189,9 @@ switch_reduction = false  # no switch: a copy through memory
 launch_s = {figures['host_launch_s']:.4g}  # measured: one-element neg called back to back, host time each
 operator_s = {figures['host_operator_s']:.4g}  # measured: a view (an operator that launches nothing)
 synchronize_s = {figures['host_synchronize_s']:.4g}  # measured: synchronize() of an idle device
+outer_call_s = {template.host.outer_call_s:.4g}  # from the template (the H100 machine's Python): not measured
+module_call_s = {template.host.module_call_s:.4g}  # from the template: not measured
+optimizer_step_s = {template.host.optimizer_step_s:.4g}  # from the template: not measured
 
 [efficiency]  # the rates above are what kernels reach: fractions of 1
 gemm_fp32_fraction = 1.0

@@ -248,3 +248,6 @@ def test_the_host_calibration_writes_a_profile_that_loads(tmp_path):
     path.write_text(host_profile_text(figures))
     profile = load_profile(path)
     assert profile.defaulted == () and profile.host.launch_s == 6e-6 and profile.matrix.simt_tiles == ((64, 64),)
+    bundled = load_profile("h100-sxm").host  # Python's time for a call, a module, a step: not measured here
+    assert (profile.host.outer_call_s, profile.host.module_call_s, profile.host.optimizer_step_s) == (
+        bundled.outer_call_s, bundled.module_call_s, bundled.optimizer_step_s)
