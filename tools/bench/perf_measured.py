@@ -69,12 +69,14 @@ def row_class(workload: str, seconds: float) -> str:
 
 def predict(case, profile: str, calls: int = 10, host: str = "launches") -> tuple[float, float, float]:
     """Predicted (seconds per call back to back, kernel seconds per call, kernel seconds per call
-    replayed from a CUDA graph) of a gpu_calibration case: in timing-only mode, except a copy to the
-    host, which needs values and is executed."""
+    replayed from a CUDA graph) of a gpu_calibration case (recorded())."""
     run = recorded(case, profile, calls, host)
     graph = run.predicted_again(profile=run.profile.replayed_from_graph())
     return (run.total_time_s / calls, sum(kernel.seconds for kernel in run.kernels) / calls,
             sum(kernel.seconds for kernel in graph.kernels) / calls)
+
+
+FITTED_HOST = ("outer_call_s", "module_call_s", "optimizer_step_s")  # the [host] figures --fit-host fits
 
 
 def fit_host(steps: list[tuple[object, float]], profile: str, calls: int = 10) -> tuple[dict[str, float], int]:
@@ -95,23 +97,18 @@ def fit_host(steps: list[tuple[object, float]], profile: str, calls: int = 10) -
     return dict(zip(FITTED_HOST, fitted, strict=True)), len(rows)
 
 
-FITTED_HOST = ("outer_call_s", "module_call_s", "optimizer_step_s")
-
-
 def _per_step(run, calls: int, figures: dict[str, float]) -> float:
     host = replace(run.profile.host, **({name: 0.0 for name in FITTED_HOST} | figures))
     return run.predicted_again(profile=replace(run.profile, host=host), host="profile").total_time_s / calls
 
 
 def recorded(case, profile: str, calls: int, host: str = "launches"):
-    """calls of a gpu_calibration case predicted on profile."""
-    return _predict(case, profile, calls, host, execute=case.workload.startswith("copy: device to host"))
-
-
-def _predict(case, profile: str, calls: int, host: str, execute: bool):
+    """calls of a gpu_calibration case predicted on profile: in timing-only mode, except a copy to the
+    host, which needs values and is executed."""
     import gpu_calibration
     import torch
 
+    execute = case.workload.startswith("copy: device to host")
     torch.openreg.set_timing_only(not execute)  # the operands too: without execute, nothing is computed
     try:
         with gpu_calibration.tf32(case.tf32):
