@@ -48,7 +48,7 @@ class Run:
 
     def __init__(self, profile: Profile, ranks: int, executed: bool, host: str = "profile"):
         self.profile, self.ranks, self.executed, self.host = profile, ranks, executed, host
-        self.total_time_s = 0.0
+        self._total_time_s: float | None = None
         self.peak_memory_bytes: dict[int, int] = {}
         self.memory: dict = {}  # device -> memory.MemorySplit
         self.trace = self.timeline = None
@@ -67,7 +67,33 @@ class Run:
             self.timeline = timeline.replay(trace, self.profile, self.ranks, self.host)
         self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
         self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
-        self.total_time_s = self.timeline.total_s
+        self._total_time_s = self.timeline.total_s
+        for warning in filter(None, (self._does_not_fit(), self._nothing_on_openreg())):
+            warnings.warn(f"openreg_perf: {warning}", RuntimeWarning, stacklevel=4)
+
+    @property
+    def total_time_s(self) -> float:
+        if self._total_time_s is None:
+            raise RuntimeError("openreg_perf: the prediction is made when simulate()'s with block ends")
+        return self._total_time_s
+
+    def _does_not_fit(self) -> str | None:
+        """Why the region would run out of memory on the profile's device, if it would."""
+        capacity = self.profile.memory.capacity_bytes
+        over = {device: peak for device, peak in self.peak_memory_bytes.items() if peak > capacity}
+        if not over:
+            return None
+        from .report import _si
+
+        device, peak = max(over.items(), key=lambda item: item[1])
+        return (f"does not fit: the region's peak memory on openreg:{device}, {_si(peak, 'B')}, is more than "
+                f"{self.profile.name}'s {_si(capacity, 'B')}; on it this program runs out of memory")
+
+    def _nothing_on_openreg(self) -> str | None:
+        if self.trace is None or self.trace.work or self.partial:
+            return None
+        return ("no work ran on openreg in the region: a model or tensors left on the CPU (or on \"cuda\") are "
+                "not predicted; move them with .to(\"openreg\")")
 
     @functools.cached_property
     def kernels(self) -> list:
@@ -108,11 +134,16 @@ class Run:
         from . import report
 
         text = report.summary(self.profile, self.report, self.kernels, top)
+        for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
+            text = f"{warning}\n{text}"
         if self.trace is not None and not self.trace.complete:
             text = ("incomplete: the recording dropped records (a warning said how many), so work is "
                     f"missing from this prediction\n{text}")
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
+        if self.trace is not None and self.trace.simulator_transfers:
+            text += (f"\n  left out           {self.trace.simulator_transfers} copies the simulator made for itself "
+                     f"(operators' first calls, computed on the host): a real device makes none")
         if self.values_read_as_nan:
             text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu(), "
                      f"print) got NaN: timing-only mode computes none")

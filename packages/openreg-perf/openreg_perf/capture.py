@@ -80,6 +80,7 @@ class Trace:
     # False when the runtime dropped records (its buffer filled faster than it was drained): the
     # prediction then misses work, and says so.
     complete: bool = True
+    simulator_transfers: int = 0  # copies left out: the simulator's own (torch.openreg.SIMULATOR_TRANSFER)
 
 
 @contextmanager
@@ -165,7 +166,11 @@ def _fill(trace: Trace, records, operators: dict) -> None:
     for r in records:
         if r.kind in DEVICE_KINDS and r.correlation_id in launches:
             launch = launches[r.correlation_id]
-            op = _op_call(operators.get(launch.external_correlation_id), calls)
+            operator = operators.get(launch.external_correlation_id)
+            if operator is not None and operator.name == torch.openreg.SIMULATOR_TRANSFER:
+                trace.simulator_transfers += 1  # a real device computes the results where they go
+                continue
+            op = _op_call(operator, calls)
             trace.work.append(Work(r.correlation_id, r.kind, r.name, r.device, r.stream, launch.start_ns,
                                    (r.start_ns, r.end_ns), op, r.waited_for_correlation_id,
                                    launch.external_correlation_id))

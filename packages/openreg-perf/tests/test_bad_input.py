@@ -48,13 +48,14 @@ def test_predicting_again_refuses_zero_ranks_and_an_unknown_host():
     assert run.predicted_again().ranks == 2 and run.predicted_again(ranks=64).ranks == 64
 
 
-@pytest.mark.parametrize("read", ["summary", "export_chrome_trace", "plot", "predicted_again"])
+@pytest.mark.parametrize("read", ["summary", "total_time_s", "export_chrome_trace", "plot", "predicted_again"])
 def test_a_run_read_inside_its_with_block_says_when_its_prediction_is_made(tmp_path, read):
     product = a_product()
     with openreg_perf.simulate("h100-sxm") as run:
         product()
         reads = {"summary": run.summary, "export_chrome_trace": lambda: run.export_chrome_trace(tmp_path / "t.json"),
-                 "plot": lambda: run.plot(tmp_path / "p.svg"), "predicted_again": lambda: run.predicted_again(ranks=2)}
+                 "plot": lambda: run.plot(tmp_path / "p.svg"), "predicted_again": lambda: run.predicted_again(ranks=2),
+                 "total_time_s": lambda: run.total_time_s}
         with pytest.raises(RuntimeError, match=BEFORE_THE_END):
             reads[read]()
     assert not list(tmp_path.iterdir())  # nothing half written
@@ -125,8 +126,35 @@ def test_a_prediction_from_a_recording_that_dropped_records_says_it_is_incomplet
     from openreg_perf.capture import Trace
 
     run = openreg_perf.Run(openreg_perf.load_profile("h100-sxm"), 1, True)
-    run._finish(Trace(complete=False), {})
+    with pytest.warns(RuntimeWarning, match="no work ran on openreg"):  # nor did any in these traces
+        run._finish(Trace(complete=False), {})
     assert run.summary().startswith("incomplete: the recording dropped records")
     whole = openreg_perf.Run(openreg_perf.load_profile("h100-sxm"), 1, True)
-    whole._finish(Trace(), {})
+    with pytest.warns(RuntimeWarning, match="no work ran on openreg"):
+        whole._finish(Trace(), {})
     assert not whole.summary().startswith("incomplete")
+
+
+def test_a_region_that_runs_nothing_on_openreg_warns_and_says_so_first():
+    """A model left on the CPU (or written for "cuda") runs, but nothing of it is predicted: 0 s is no answer."""
+    weight = torch.randn(64, 64)
+    with pytest.warns(RuntimeWarning, match=r"no work ran on openreg in the region.*\.to\(\"openreg\"\)"):
+        with openreg_perf.simulate("h100-sxm") as run:
+            weight @ weight
+    assert run.summary().startswith("no work ran on openreg in the region")
+
+
+def test_a_region_larger_than_the_profiles_device_warns_that_it_does_not_fit():
+    """On a device of the profile's capacity the region runs out of memory: its time is no answer either,
+    whether simulate() or predicted_again() finds it."""
+    from dataclasses import replace
+
+    h100 = openreg_perf.load_profile("h100-sxm")
+    small = replace(h100, name="small", memory=replace(h100.memory, capacity_bytes=2**20))
+    with openreg_perf.simulate(h100) as run:
+        torch.ones(2**20, device="openreg").sum()  # 4 MiB
+    assert "does not fit" not in run.summary()
+    with pytest.warns(RuntimeWarning, match=r"does not fit: the region's peak memory on openreg:0, 4\.\d+ MB"):
+        again = run.predicted_again(profile=small)
+    assert re.match(r"does not fit: the region's peak memory on openreg:0, 4\.\d+ MB, is more than small's 1\.05 MB; "
+                    "on it this program runs out of memory", again.summary())

@@ -97,6 +97,17 @@ def test_a_training_step_is_predicted_kernel_by_kernel(tmp_path):
     assert picture.startswith("<svg") and picture.count("<circle") >= 2  # kernels on the roofline
 
 
+def test_the_copies_the_simulator_makes_for_itself_are_left_out():
+    """nonzero runs synchronously on openreg: its kernel computes on the host and the simulator copies the result
+    over (torch.openreg.SIMULATOR_TRANSFER), which a real device does not; the prediction keeps the kernel only."""
+    x = torch.randn(256, device="openreg")
+    with openreg_perf.simulate("h100-sxm") as run:
+        torch.nonzero(x)
+    assert [kernel.op for kernel in run.kernels] == ["aten::nonzero"]
+    assert run.trace.simulator_transfers == 1
+    assert "left out           1 copies the simulator made for itself" in run.summary()
+
+
 def test_a_host_synchronisation_waits_for_the_predicted_work():
     a = torch.randn(1024, 1024, device="openreg")
     with openreg_perf.simulate("a100-sxm-80gb") as run:

@@ -106,6 +106,19 @@ def test_the_outermost_calls_are_those_no_recorded_call_made():
     assert again.outermost_starts_ns == again.operator_starts_ns[:1]
 
 
+def test_the_copies_the_simulator_makes_for_itself_are_named_so_and_are_no_operator_starts():
+    """nonzero's size depends on the data: its kernel computes on the host, and the simulator copies the result
+    to the device, which a real device does not (Note [The simulator's own transfers])."""
+    x = torch.randn(64, device="openreg")
+    with torch.openreg.record_activity() as recording:
+        torch.nonzero(x)
+    kinds = {r.correlation_id: r.name for r in recording.activity if r.kind in ("kernel", "memcpy")}
+    launched = [(kinds[r.correlation_id], recording.operators[r.external_correlation_id].name)
+                for r in launches(recording)]
+    assert launched == [("aten::nonzero", "aten::nonzero"), ("memcpyHtoD", torch.openreg.SIMULATOR_TRANSFER)]
+    assert recording.operator_starts_ns == recording.outermost_starts_ns  # nonzero's, not its transfer's
+
+
 def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -23,6 +23,7 @@
 #include "aten/OperatorCall.h"
 #include "aten/SpeedLayer.h"
 #include "aten/kernels/Launch.h"
+#include "profiler/ActivityRecording.h"
 #include "runtime/Device.h"
 #include "runtime/Stream.h"
 #include "runtime/TimingOnlyMemory.h"
@@ -197,6 +198,7 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c1
     if (!difference.empty()) distrustMeta(info, difference);
   }
   c10::Device target(c10::kPrivateUse1, device);
+  SimulatorTransfers transfers;  // a real device computes the results where they go
   std::vector<c10::IValue> deviceResults;
   for (size_t i = 0; i < results->size(); ++i) {
     int written = info.signature.writtenArgument[i];

@@ -51,6 +51,7 @@ struct RecordedCall {
   uint64_t startNs = 0;  // orTraceGetTimestamp clock
   size_t record = 0;  // its OperatorRecord: arguments only until it returns, then with its outputs
   bool outermost = false;  // no recorded call of its thread was running when it began
+  bool simulatorTransfer = false;  // Note [The simulator's own transfers]
 };
 
 struct Recording {
@@ -209,6 +210,7 @@ struct PushedId final : at::ObserverContext {
 };
 
 thread_local int insideMultiTensorCalls = 0;
+thread_local int simulatorTransfersOpen = 0;  // SimulatorTransfers alive on this thread
 thread_local int recordedCallsRunning = 0;  // this thread's, begun and not yet returned
 
 bool isMultiTensor(const at::RecordFunction& call) {
@@ -226,7 +228,9 @@ struct InsideCallback {
 };
 
 std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& call) {
-  if (insideMultiTensorCalls > 0 || insideCallback) return nullptr;
+  // A multi-tensor call's own operators are not recorded, the simulator's
+  // transfers inside it are (Note [The simulator's own transfers]).
+  if ((insideMultiTensorCalls > 0 && simulatorTransfersOpen == 0) || insideCallback) return nullptr;
   InsideCallback inside;
   c10::ArrayRef<const c10::IValue> inputs = call.inputs();
   bool touchesOpenReg = false;
@@ -235,8 +239,10 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
   RecordedCall recorded;
   orTraceGetTimestamp(&recorded.startNs);
   recorded.outermost = recordedCallsRunning == 0;
+  recorded.simulatorTransfer = simulatorTransfersOpen > 0;
+  const char* name = recorded.simulatorTransfer ? kSimulatorTransfer : call.name();
   std::string& key = scratchKey;
-  key.assign(call.name());
+  key.assign(name);
   for (const c10::IValue& input : inputs) appendKey(key, input);
   auto pushed = std::make_unique<PushedId>();
   {
@@ -245,7 +251,7 @@ std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& c
     if (!state.active) return nullptr;
     recorded.record = recordOf(state, key, [&] {
       OperatorRecord record;
-      record.name = call.name();
+      record.name = name;
       for (const c10::IValue& input : inputs) record.arguments.push_back(describe(input));
       return record;
     });
@@ -284,6 +290,9 @@ void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context)
 }
 
 }  // namespace
+
+SimulatorTransfers::SimulatorTransfers() { ++simulatorTransfersOpen; }
+SimulatorTransfers::~SimulatorTransfers() { --simulatorTransfersOpen; }
 
 void startActivityRecording() {
   Recording& state = recording();
@@ -328,7 +337,7 @@ ActivityRecordingResult stopActivityRecording() {
   }
   result.operatorStartsNs.reserve(calls.size());
   for (const RecordedCall& call : calls) {
-    result.operatorStartsNs.push_back(call.startNs);
+    if (!call.simulatorTransfer) result.operatorStartsNs.push_back(call.startNs);
     if (call.outermost) result.outermostStartsNs.push_back(call.startNs);
     if (launched.count(call.id) != 0) result.launchingCalls.emplace_back(call.id, call.record);
   }

@@ -51,6 +51,24 @@ struct ActivityRecordingResult {
   std::string droppedMessage;  // empty unless the runtime dropped records (ActivityDrain)
 };
 
+// Note [The simulator's own transfers]
+// An operator the executor runs synchronously (its first call with new
+// dtypes, or a result whose size depends on the data) computes its results
+// on the host and copies them to the device: work of the simulator that a
+// real device does not do. The operators called while a SimulatorTransfers
+// lives on a thread are recorded under the name kSimulatorTransfer, and not
+// among the operator starts, so that a tool modelling a real device
+// (openreg-perf) can leave their work out.
+inline constexpr const char* kSimulatorTransfer = "openreg::simulator_transfer";
+
+class SimulatorTransfers {
+ public:
+  SimulatorTransfers();
+  ~SimulatorTransfers();
+  SimulatorTransfers(const SimulatorTransfers&) = delete;
+  SimulatorTransfers& operator=(const SimulatorTransfers&) = delete;
+};
+
 // Starts recording: the runtime's activity records (an ActivityDrain), and
 // every operator that takes an openreg tensor or device. Throws if a
 // recording or a profiler session already collects the runtime's records.

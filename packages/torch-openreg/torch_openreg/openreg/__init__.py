@@ -33,6 +33,7 @@ from torch_openreg.openreg.memory import (
     set_per_process_memory_fraction,
 )
 from torch_openreg.openreg.profiler import (
+    SIMULATOR_TRANSFER,
     ActivityRecord,
     ActivityRecording,
     OperatorRecord,
@@ -63,7 +64,8 @@ from torch_openreg.openreg.streams import (
 from torch_openreg.openreg.utils import _device_index
 
 __all__ = [
-    "ActivityRecord", "ActivityRecording", "Event", "OperatorRecord", "OutOfMemoryError", "Stream", "StreamContext",
+    "ActivityRecord", "ActivityRecording", "Event", "OperatorRecord", "OutOfMemoryError", "SIMULATOR_TRANSFER",
+    "Stream", "StreamContext",
     "current_device", "current_stream",
     "default_generators", "default_stream", "device", "device_count", "device_of",
     "device_executor_enabled", "empty_cache", "executor_counts", "extensions", "fallback_counts",

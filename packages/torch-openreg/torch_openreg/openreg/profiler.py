@@ -90,6 +90,11 @@ def _activity_records(data: bytes, size: int) -> list[ActivityRecord]:
 
 
 # LITERALINCLUDE START: RECORD_ACTIVITY
+# The name under which the simulator's own copies are recorded (Note [The
+# simulator's own transfers] in csrc/profiler/ActivityRecording.h).
+SIMULATOR_TRANSFER = "openreg::simulator_transfer"
+
+
 class OperatorRecord(NamedTuple):
     """An operator call that queued openreg work, with its arguments as
     torch.profiler's ``record_shapes=True`` describes them: ``shapes`` (a
@@ -100,7 +105,10 @@ class OperatorRecord(NamedTuple):
     returned, described the same way: ``output_shapes``, ``output_dtypes``;
     ``channels_last``: whether a tensor argument is laid out channels-last
     (its ``suggest_memory_format()``), which a device's convolutions may
-    have to convert."""
+    have to convert. The copies the simulator makes for itself (an operator
+    it runs synchronously computes its results on the host and copies them
+    over, which a real device does not) are named
+    ``SIMULATOR_TRANSFER``, and are not among the operator starts."""
 
     name: str
     shapes: list
