@@ -171,6 +171,9 @@ class Run:
                                          f"predicted on {self.profile.name}: {report._time(self.total_time_s)}"))
 
 
+_REGION_RUNNING: list[Run] = []  # the simulate() region running, if one is: they do not nest
+
+
 # LITERALINCLUDE START: PERF_SIMULATE
 @contextmanager
 def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: bool = True,
@@ -194,6 +197,9 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     from .memory import MemoryWatch
 
     # Checked before the program runs: a typo must not cost the user their program's run.
+    if _REGION_RUNNING:  # and before the outer region's peak memory statistics are reset
+        raise RuntimeError("openreg_perf: simulate() regions do not nest, and one is running (python -m openreg_perf "
+                           "run makes the whole script one): predict the outer region, or the inner one alone")
     ranks = _world_size() if ranks is None else _checked_ranks(ranks)
     host = _checked_host(host)
     if not isinstance(profile, Profile):
@@ -209,6 +215,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     torch.openreg.set_timing_only(run.timing_only, strict=strict)
     reads_before, assumed_before = torch.openreg.values_read_as_nan(), len(assumptions.ASSUMED)
     raised = None
+    _REGION_RUNNING.append(run)
     try:
         with MemoryWatch(devices) as memory, capture.record(devices) as trace:
             try:
@@ -217,24 +224,25 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
                 raised = error
     finally:
         torch.openreg.set_timing_only(timing_only)
+        _REGION_RUNNING.remove(run)
     run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
     run.assumptions = assumptions.ASSUMED[assumed_before:]
     trace.host_pauses_ns = sorted(memory.pauses_ns)
     if raised is None:
         run._finish(trace, memory.splits)
         return
-    _finish_partial(run, trace, memory.splits, raised)
+    _finish_partial(run, trace, memory.splits, raised, strict)
     raise raised
 # LITERALINCLUDE END: PERF_SIMULATE
 
 
-def _finish_partial(run: Run, trace, memory: dict, error: BaseException) -> None:
+def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict: bool = False) -> None:
     """Predicts the region a raised exception cut short. The user's exception matters more than
     the partial prediction: a failure to make it is a warning, and the exception still goes on."""
     if _reads_values_in_timing_only_mode(error):
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
-        error.add_note(f"openreg_perf: {_value_read_refusal(how)}")
+        error.add_note(f"openreg_perf: {_value_read_refusal(how, strict)}")
     elif _DATA_DEPENDENT_SIZE in str(error) and run.timing_only:
         error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
                        "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
@@ -263,8 +271,11 @@ _VALUE_READS = ("aten::_local_scalar_dense", "a copy from an openreg tensor to t
 _DATA_DEPENDENT_SIZE = "its output shape depends on the data"
 
 
-def _value_read_refusal(how: str) -> str:
+def _value_read_refusal(how: str, strict: bool = False) -> str:
     """What the user did, for a refused read; how: what put the region in timing-only mode."""
+    if strict:
+        return (f"reading a tensor's values (print, .item(), .tolist()) is refused in strict timing-only mode "
+                f"({how}, strict): nothing was computed, and strict mode lets no NaN stand for a value")
     return (f"reading an integer or boolean tensor's values (print, .item(), .tolist()) is not possible in "
             f"timing-only mode ({how}): nothing was computed, and NaN stands only for floating-point values")
 
@@ -277,11 +288,11 @@ def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
         read in message for read in _VALUE_READS)
 
 
-def _checked_ranks(ranks) -> int:
-    """ranks as given by the user: a whole number of at least 1 (True is not one; 0 is refused, not
-    taken for the default)."""
+def _checked_ranks(ranks, name: str = "ranks") -> int:
+    """A count as given by the user (ranks, micro-batches, ...): a whole number of at least 1 (True is
+    not one; 0 is refused, not taken for the default)."""
     if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1:
-        raise ValueError(f"ranks must be a whole number of at least 1, not {ranks!r}")
+        raise ValueError(f"{name} must be a whole number of at least 1, not {ranks!r}")
     return int(ranks)
 
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import runpy
 import sys
 import traceback
 from pathlib import Path
+
+from openreg_perf.pipeline import RECOMPUTATION, SCHEDULES
 
 PROG = "openreg-perf"
 
@@ -53,6 +56,10 @@ def _run(args) -> int:
 
     if not Path(args.script).exists():
         raise UsageError(f"{args.script}: no such script")
+    for output in filter(None, (args.trace, args.plot)):  # before the script, which may take long, runs
+        folder = Path(output).resolve().parent
+        if Path(output).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise UsageError(f"{output}: cannot be written (its folder must exist and be writable)")
     profile = _load_profile(args.profile)
     if args.no_execute:
         devices_for(profile)  # before the script imports torch
@@ -107,7 +114,7 @@ def _script_failed(error: BaseException, args) -> int:
         where = _script_frame(error, args.script)
         at = f" (at {where.filename}, line {where.lineno}: {where.line})" if where else ""
         how = "--no-execute" if args.no_execute else "torch.openreg.set_timing_only(True)"
-        print(f"{PROG}: error: {_value_read_refusal(how)}{at}", file=sys.stderr)
+        print(f"{PROG}: error: {_value_read_refusal(how, args.strict)}{at}", file=sys.stderr)
         return 1
     traceback.print_exception(type(error), error, _from_script(error.__traceback__, args.script))
     return 1
@@ -164,6 +171,8 @@ def _pipeline(args) -> int:
 
     if not Path(args.stages).is_file():
         raise UsageError(f"{args.stages}: no such file")
+    if args.chunks > 1 and args.schedule != "interleaved-1f1b":  # before the stages take their time
+        raise UsageError(f"{args.schedule} runs one chunk per device; --chunks {args.chunks} needs interleaved-1f1b")
     profile = _load_profile(args.profile)
     devices_for(profile)  # before stages.py imports torch
     sys.path.insert(0, str(Path(args.stages).resolve().parent))
@@ -214,11 +223,13 @@ def _parser() -> argparse.ArgumentParser:
     pipeline = commands.add_parser("pipeline", help="predict a pipeline-parallel training step")
     pipeline.add_argument("--profile", required=True, help="a profile's name (see `profiles`) or a TOML file")
     pipeline.add_argument("--micro-batches", type=_at_least_one, required=True, help="micro-batches per step")
-    pipeline.add_argument("--schedule", default="1f1b", help="gpipe, 1f1b or interleaved-1f1b (default: 1f1b)")
+    pipeline.add_argument("--schedule", default="1f1b", type=str.lower, choices=SCHEDULES,
+                          help="gpipe, 1f1b or interleaved-1f1b (default: 1f1b)")
     pipeline.add_argument("--chunks", type=_at_least_one, default=1, help="stages per device (interleaved-1f1b)")
     pipeline.add_argument("--tp", type=_at_least_one, default=1, help="tensor-parallel devices per stage")
     pipeline.add_argument("--dp", type=_at_least_one, default=1, help="data-parallel replicas of the pipeline")
-    pipeline.add_argument("--recompute", default="none", help="none or full (activation checkpointing)")
+    pipeline.add_argument("--recompute", default="none", choices=RECOMPUTATION,
+                          help="none or full (activation checkpointing)")
     pipeline.add_argument("stages", help="a Python file defining stages()")
     pipeline.set_defaults(action=_pipeline)
     calibrate = commands.add_parser("calibrate-host", help="measure this machine as the `host` profile")
@@ -233,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         return args.action(args)
     except UsageError as error:
+        words = sys.argv[1:] if argv is None else argv
+        if "required: --profile" in str(error) and "--profile" in words:  # given after the script: its own
+            error = UsageError("openreg-perf's options go before the script; what follows it is the script's: "
+                               "python -m openreg_perf run --profile NAME [options] script.py [its arguments]")
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
 

@@ -15,8 +15,9 @@ from the neighbouring stage over the profile's links.
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 from .model import collective_seconds, copy_seconds
@@ -117,7 +118,7 @@ class PipelinePrediction:
     def bubble_fraction(self) -> float:
         """The share of the pipeline's time its devices wait, on average."""
         busy = sum(self.busy_s(device) for device in range(self.devices)) / self.devices
-        return 1 - busy / self.pipeline_s
+        return 1 - busy / self.pipeline_s if self.pipeline_s else 0.0
 
     def in_flight(self, device: int) -> int:
         """The most micro-batches whose activations the device holds at once (forward done, backward not)."""
@@ -210,8 +211,18 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     recomputation="full" runs each stage's forward again before its backward (activation checkpointing
     of every layer), for stages predicted from modules that do not checkpoint themselves; a module that
     does (torch.utils.checkpoint, fully or selectively) has its recomputation in its predicted backward."""
+    from . import _checked_ranks
+
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
+    micro_batches, chunks, tensor_parallel, data_parallel = (
+        _checked_ranks(value, name) for value, name in ((micro_batches, "micro_batches"), (chunks, "chunks"),
+                                                        (tensor_parallel, "tensor_parallel"),
+                                                        (data_parallel, "data_parallel")))
+    for index, stage in enumerate(stages):
+        if not all(math.isfinite(value) and value >= 0 for value in astuple(stage)):
+            raise ValueError(f"stage {index}: its times and sizes must be finite and not negative, not {stage}")
+    schedule = schedule.lower() if isinstance(schedule, str) else schedule  # the prose's "1F1B" is "1f1b"
     if recomputation not in RECOMPUTATION:
         raise ValueError(f"recomputation must be one of {', '.join(RECOMPUTATION)}, not {recomputation!r} (selective "
                          "recomputation is predicted as it runs, from stages whose modules checkpoint themselves: "
@@ -274,6 +285,11 @@ def predict_stage(module, example_input, profile: str | Path | Profile, ranks: i
 
     from . import simulate
 
+    tensors = (example_input, *module.parameters())
+    elsewhere = sorted({str(tensor.device) for tensor in tensors if tensor.device.type != "openreg"})
+    if elsewhere:
+        raise ValueError(f"a stage's module and input must be on openreg to be predicted, not on "
+                         f"{', '.join(elsewhere)}: build them with device=\"openreg\": nothing else is predicted")
     # A fresh input, as each micro-batch's is: its gradient is written, not added to an earlier one's.
     example_input = example_input.detach().requires_grad_(example_input.requires_grad)
     # The parameters' gradients as the earlier micro-batches left them: this backward adds to them.

@@ -93,10 +93,11 @@ def test_a_logged_value_reads_as_nan_and_is_counted_and_strict_mode_raises():
         assert all(math.isnan(value) for value in logged) and run.values_read_as_nan == 3
         assert not run.partial and "3 reads of a value to the host" in run.summary()
         assert [kernel.op for kernel in run.kernels if kernel.category == "compute"].count("aten::mm") == 3
-        with pytest.raises(RuntimeError, match="needs values of device memory"):
+        with pytest.raises(RuntimeError, match="needs values of device memory") as refused:
             with openreg_perf.simulate("h100-sxm", strict=True) as strict:
                 (x @ x).sum().item()
         assert strict.partial and strict.values_read_as_nan == 0
+        assert "is refused in strict timing-only mode" in refused.value.__notes__[0]  # not "integer or boolean"
     finally:
         torch.openreg.set_timing_only(False)
 
@@ -158,3 +159,17 @@ def test_a_region_larger_than_the_profiles_device_warns_that_it_does_not_fit():
         again = run.predicted_again(profile=small)
     assert re.match(r"does not fit: the region's peak memory on openreg:0, 4\.\d+ MB, is more than small's 1\.05 MB; "
                     "on it this program runs out of memory", again.summary())
+
+
+def test_simulate_inside_simulate_is_refused_before_it_touches_the_outer_region():
+    product = a_product()
+    with openreg_perf.simulate("h100-sxm") as outer:
+        product()
+        with pytest.raises(RuntimeError, match=r"simulate\(\) regions do not nest, and one is running"):
+            with openreg_perf.simulate("h100-sxm"):
+                pass
+    assert not outer.partial and [kernel.op for kernel in outer.kernels] == ["aten::mm"]
+    assert outer.peak_memory_bytes[0] >= 64 * 64 * 4  # its statistics were not reset by the refused region
+    with openreg_perf.simulate("h100-sxm") as after:  # and the next region runs
+        product()
+    assert after.total_time_s > 0

@@ -154,13 +154,25 @@ def test_the_pipeline_command_predicts_each_stage_then_the_schedule(tmp_path):
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    (["--schedule", "zero-bubble"], "schedule must be one of gpipe, 1f1b, interleaved-1f1b"),
+    (["--schedule", "zero-bubble"], "invalid choice: 'zero-bubble' (choose from 'gpipe', '1f1b', 'interleaved-1f1b')"),
+    (["--recompute", "selective"], "invalid choice: 'selective' (choose from 'none', 'full')"),
     (["--chunks", "2"], "needs interleaved-1f1b"),
 ])
-def test_a_pipeline_that_cannot_run_is_one_line(tmp_path, arguments, message):
+def test_a_pipeline_that_cannot_run_is_one_line_before_its_stages_are_predicted(tmp_path, arguments, message):
     result = openreg_perf("pipeline", "--profile", "h100-sxm", "--micro-batches", "4", *arguments,
                           str(script(tmp_path, STAGES, "stages.py")), cwd=tmp_path)
-    assert message in a_mistake(result)
+    assert message in a_mistake(result) and result.stdout == ""
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["train.py", "--profile", "h100-sxm"], "openreg-perf's options go before the script; what follows it is the "
+                                            "script's"),
+    (["--profile", "h100-sxm", "--trace", "missing/t.json", "train.py"], "missing/t.json: cannot be written"),
+])
+def test_what_the_command_cannot_do_is_told_before_the_script_runs(tmp_path, arguments, message):
+    script(tmp_path, "print('ran')\n")
+    result = openreg_perf("run", *arguments, cwd=tmp_path)
+    assert message in a_mistake(result) and "ran" not in result.stdout
 
 
 def test_a_stages_file_without_stages_is_one_line(tmp_path):

@@ -114,12 +114,30 @@ def test_a_device_reduces_its_gradients_while_the_devices_before_it_still_run_th
     (dict(schedule="interleaved-1f1b", chunks=2, micro_batches=6), "not a multiple of 4"),
     (dict(recomputation="selective"), "not 'selective' .selective recomputation is predicted as it runs, from "
                                       "stages whose modules checkpoint themselves"),
-    (dict(micro_batches=0), "at least 1"),
+    (dict(micro_batches=0), "micro_batches must be a whole number of at least 1, not 0"),
+    (dict(micro_batches=True), "micro_batches must be a whole number of at least 1, not True"),
+    (dict(tensor_parallel=0), "tensor_parallel must be a whole number of at least 1, not 0"),
+    (dict(data_parallel=1.5), "data_parallel must be a whole number of at least 1, not 1.5"),
+    (dict(stages=[StageTimes(-1e-3, 2e-3, 1e6)] * 8), "stage 0: its times and sizes must be finite and not negative"),
+    (dict(stages=[StageTimes(float("nan"), 2e-3, 1e6)] * 8), "must be finite"),
 ])
 def test_a_schedule_that_cannot_run_is_refused_saying_why(arguments, message):
-    arguments = {"micro_batches": 8, **arguments}
+    arguments = {"stages": equal(8), "micro_batches": 8, **arguments}
     with pytest.raises(ValueError, match=message):
-        predict_pipeline(equal(8), "h100-sxm", **arguments)
+        predict_pipeline(profile="h100-sxm", **arguments)
+
+
+def test_a_schedule_is_named_in_any_case_and_an_empty_pipeline_has_no_bubble():
+    assert predict_pipeline(equal(4), "h100-sxm", 8, schedule="1F1B").schedule == "1f1b"  # as the prose writes it
+    assert predict_pipeline([StageTimes(0.0, 0.0, 0.0)], "h100-sxm", 1).bubble_fraction == 0.0
+
+
+def test_a_stage_on_the_cpu_is_refused_not_predicted_as_nothing():
+    import torch
+    from openreg_perf.pipeline import predict_stage
+
+    with pytest.raises(ValueError, match="a stage's module and input must be on openreg to be predicted, not on cpu"):
+        predict_stage(torch.nn.Linear(8, 8), torch.randn(2, 8), "h100-sxm")
 
 
 def test_stages_predicted_from_a_model_without_executing(h100_here):
