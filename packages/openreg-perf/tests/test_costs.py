@@ -146,6 +146,24 @@ def test_strided_grouped_convolution():
     assert result.matrix == MatrixShape(2, 16, 3, 18)
 
 
+def test_a_depthwise_convolution_is_a_vector_kernel_at_the_bandwidth():
+    """Note [Depthwise convolutions]: 96 channels each convolved alone, 3 x 3: no matrix kernel (as one, a
+    column of its tiles; it came out 45 times the time its bytes take), so on an H100 it streams its bytes."""
+    from openreg_perf.model import kernel_seconds
+    from openreg_perf.profile import load_profile
+
+    source, h100 = [32, 96, 112, 112], load_profile("h100-sxm")
+    result = cost("aten::convolution", [source, [96, 1, 3, 3], [], [], [], [], [], [], []],
+                  [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                  [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 96])
+    elements = 32 * 96 * 112 * 112
+    check(result, 2 * elements * 9, (elements + 96 * 9) * 4, elements * 4, "conv")
+    assert result.matrix is None
+    predicted = kernel_seconds(result, None, h100)
+    streaming = result.bytes / h100.memory.bandwidth_bytes_per_s
+    assert predicted.bound == "memory" and streaming < predicted.seconds < 1.5 * streaming
+
+
 def test_transposed_convolution():
     # input [1, 2, 4, 4], weight [2, 3, 3, 3] (in, out, kh, kw), stride 2: output 9x9
     result = cost("aten::convolution", [[1, 2, 4, 4], [2, 3, 3, 3], [], [], [], [], [], [], []],

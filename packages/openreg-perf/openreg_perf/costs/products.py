@@ -83,6 +83,11 @@ class _Conv:
         return MatrixShape(self.groups * gemms, self.batch * positions, self.out_channels // self.groups, depth)
 
     @property
+    def depthwise(self) -> bool:
+        """Note [Depthwise convolutions]: each channel convolved alone (groups == input channels)."""
+        return self.groups > 1 and self.groups == self.in_channels
+
+    @property
     def flops(self) -> int:
         shape = self.matrix()
         return 2 * shape.batch * shape.m * shape.n * shape.k
@@ -138,6 +143,12 @@ def _conv_values(args: _Args):
 # cuBLAS SGEMM), in 27-36 % of the direct forward pass's time from 14 x 14 positions down: a weight
 # gradient that runs as Winograd has its own factor (conv_weight_grad_winograd_factor), fitted to the
 # H200's and H100's rows, on every chip. On the matrix units (TF32) every pass is an implicit GEMM.
+# Note [Depthwise convolutions]
+# A depthwise convolution (MobileNet's, ConvNeXt's 7 x 7) is as many products as channels, each one output
+# channel deep and kernel-size long (3 x 3: 9): as a matrix kernel it would fill one column of 128 in each
+# tile. Neither PyTorch's own depthwise kernels (FP32, BF16) nor cuDNN's (FP16) run it so: each thread
+# computes outputs from the input and the few weights it reads, on the vector units. It is priced as a
+# vector kernel: its FLOPs at the vector rate, its bytes at the elementwise bandwidth, whichever is longer.
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILE = 4  # cuDNN's F(4x4, 3x3): each block of 4 x 4 outputs is computed from 6 x 6 inputs
 
@@ -164,6 +175,8 @@ def _convolution(name: str, args: _Args) -> Cost:
     layout = _layout_copies(conv, values, args, [source, weight, Tensor(conv.out_shape, source.dtype)])
     gemm = _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward",
                  layout=layout)
+    if conv.depthwise:
+        return replace(gemm, matrix=None)
     if not _runs_as_winograd(conv, values, source.dtype):
         return gemm
     return replace(gemm, matrix=conv.matrix(winograd=True), role="forward_winograd", as_gemm=gemm)
@@ -191,6 +204,8 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
     converted = [grad, weight, source] * bool(want_input) + [grad, source, weight] * bool(want_weight)
     layout = _layout_copies(conv, values, args, converted)
     direct = _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
+    if conv.depthwise:
+        return replace(direct, matrix=None)
     if not (want_weight and _runs_as_winograd(conv, values, grad.dtype)):
         return direct
     return replace(direct, role=f"{role}_winograd", as_gemm=direct)
