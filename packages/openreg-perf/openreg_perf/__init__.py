@@ -210,7 +210,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
         _check_capacity(profile, devices)
     for device in devices:
         torch.openreg.reset_peak_memory_stats(device)
-    timing_only = torch.openreg.is_timing_only()
+    timing_only, was_strict = torch.openreg.is_timing_only(), torch.openreg.is_timing_only_strict()
     run.timing_only = timing_only or not execute
     torch.openreg.set_timing_only(run.timing_only, strict=strict)
     reads_before, assumed_before = torch.openreg.values_read_as_nan(), len(assumptions.ASSUMED)
@@ -223,7 +223,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
             except BaseException as error:  # kept for after the recording ends, which fills the trace
                 raised = error
     finally:
-        torch.openreg.set_timing_only(timing_only)
+        torch.openreg.set_timing_only(timing_only, strict=was_strict)
         _REGION_RUNNING.remove(run)
     run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
     run.assumptions = assumptions.ASSUMED[assumed_before:]

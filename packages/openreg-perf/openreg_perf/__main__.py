@@ -39,12 +39,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _profiles(_args) -> int:
-    from openreg_perf import list_profiles, load_profile
+    """Every profile, one a line; one that does not load (a user's, being written) says why on stderr,
+    and the status is 1, but the others are still listed."""
+    from openreg_perf import ProfileError, list_profiles, load_profile
 
+    status = 0
     for name in list_profiles():
-        profile = load_profile(name)
+        try:
+            profile = load_profile(name)
+        except ProfileError as error:
+            print(f"{PROG}: error: {error}", file=sys.stderr)
+            status = 1
+            continue
         print(f"{name:<16} {profile.description}  ({profile.path})")
-    return 0
+    return status
 
 
 # LITERALINCLUDE START: PERF_RUN_COMMAND

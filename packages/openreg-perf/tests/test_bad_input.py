@@ -173,3 +173,15 @@ def test_simulate_inside_simulate_is_refused_before_it_touches_the_outer_region(
     with openreg_perf.simulate("h100-sxm") as after:  # and the next region runs
         product()
     assert after.total_time_s > 0
+
+
+def test_simulate_leaves_the_strict_mode_it_found():
+    """A program in strict timing-only mode stays in it after a prediction (it read NaN after one)."""
+    torch.openreg.set_timing_only(True, strict=True)
+    try:
+        with openreg_perf.simulate("h100-sxm"):  # runs in the mode it found
+            torch.ones(4, device="openreg")
+        assert torch.openreg.is_timing_only() and torch.openreg.is_timing_only_strict()
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert not torch.openreg.is_timing_only_strict()

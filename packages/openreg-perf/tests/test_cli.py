@@ -179,3 +179,16 @@ def test_a_stages_file_without_stages_is_one_line(tmp_path):
     result = openreg_perf("pipeline", "--profile", "h100-sxm", "--micro-batches", "4",
                           str(script(tmp_path, "x = 1\n", "stages.py")), cwd=tmp_path)
     assert "defines no stages()" in a_mistake(result)
+
+
+def test_a_profile_that_does_not_load_is_told_and_the_others_are_still_listed(tmp_path, monkeypatch, capsys):
+    from openreg_perf.__main__ import main
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "half-written.toml").write_text("[chip]\nname = \n")
+    monkeypatch.setenv("OPENREG_PERF_HOME", str(tmp_path))
+    assert main(["profiles"]) == 1
+    printed = capsys.readouterr()
+    assert "h100-sxm" in printed.out and "half-written" not in printed.out
+    (line,) = printed.err.strip().splitlines()
+    assert line.startswith("openreg-perf: error: ") and "half-written.toml" in line

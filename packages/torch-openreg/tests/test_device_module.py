@@ -263,14 +263,14 @@ def _check_extensions():
 
 
 def _check_timing_only():
-    # test_timing_only.py checks what the mode does; here, the switch.
-    assert openreg.is_timing_only() is False
-    openreg.set_timing_only(True)
+    # test_timing_only.py checks what the mode does; here, the switch and its strictness.
+    assert openreg.is_timing_only() is False and openreg.is_timing_only_strict() is False
+    openreg.set_timing_only(True, strict=True)
     try:
-        assert openreg.is_timing_only() is True
+        assert openreg.is_timing_only() is True and openreg.is_timing_only_strict() is True
     finally:
         openreg.set_timing_only(False)
-    assert openreg.is_timing_only() is False
+    assert openreg.is_timing_only() is False and openreg.is_timing_only_strict() is False
 
 
 def _check_values_read_as_nan():
@@ -303,14 +303,16 @@ def _check_record_activity():
     assert all(isinstance(r, openreg.ActivityRecord) for r in recording.activity)
     assert all(isinstance(call, openreg.OperatorRecord) for call in recording.operators.values())
     assert "aten::neg" in {call.name for call in recording.operators.values()}
+    assert openreg.SIMULATOR_TRANSFER == "openreg::simulator_transfer"  # what the recording names them
 
 
 CHECKS = {
     "ActivityRecord": _check_profiler_activity, "profiler_activity": _check_profiler_activity,
     "record_activity": _check_record_activity, "ActivityRecording": _check_record_activity,
-    "OperatorRecord": _check_record_activity,
+    "OperatorRecord": _check_record_activity, "SIMULATOR_TRANSFER": _check_record_activity,
     "meta_disagreements": _check_meta_disagreements,
     "set_timing_only": _check_timing_only, "is_timing_only": _check_timing_only,
+    "is_timing_only_strict": _check_timing_only,
     "values_read_as_nan": _check_values_read_as_nan,
     "Event": _check_event, "OutOfMemoryError": _check_oom_error, "Stream": _check_stream,
     "StreamContext": _check_stream_context, "current_device": _check_current_device,

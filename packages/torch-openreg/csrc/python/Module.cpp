@@ -174,6 +174,7 @@ void bindModule(py::module_ m) {
   });
   m.def("_get_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_set_strict_value_reads", [](bool strict) { setStrictValueReads(strict); });
+  m.def("_strict_value_reads", [] { return strictValueReadsOn(); });
   m.def("_values_read_as_nan", [] { return valuesReadAsNaN(); });
   m.def("_set_quiet_value_reads", [](bool quiet) { return setQuietValueReads(quiet); });
   m.def("_set_layout_tag", [](const at::Tensor& t, bool tiled) { setLayoutTag(t, tiled); });

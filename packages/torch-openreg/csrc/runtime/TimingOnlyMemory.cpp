@@ -300,6 +300,8 @@ void setStrictValueReads(bool strict) {
   strictValueReads = strict;
 }
 
+bool strictValueReadsOn() { return strictValueReads.load(); }
+
 int64_t valuesReadAsNaN() {
   return nanReads.load();
 }

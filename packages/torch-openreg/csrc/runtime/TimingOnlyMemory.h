@@ -125,6 +125,7 @@ class KernelOnKnownValues {
   KernelBody body_;
 };
 void setStrictValueReads(bool strict);
+bool strictValueReadsOn();
 // How many reads NaN stood for since the process started.
 int64_t valuesReadAsNaN();
 // While quiet, this thread's reads count but do not warn: its caller warns

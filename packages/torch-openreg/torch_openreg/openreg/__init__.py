@@ -73,7 +73,8 @@ __all__ = [
     "get_device_capability", "get_device_name", "get_device_properties", "get_fallback_mode",
     "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
-    "is_initialized", "is_timing_only", "manual_seed", "manual_seed_all", "max_memory_allocated",
+    "is_initialized", "is_timing_only", "is_timing_only_strict", "manual_seed", "manual_seed_all",
+    "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "memory_summary", "meta_disagreements", "profiler_activity",
     "record_activity",    "reset_accumulated_memory_stats", "reset_fallback_counts",
@@ -346,6 +347,11 @@ def is_timing_only() -> bool:
     """Whether timing-only mode is on (set_timing_only)."""
     _lazy_init()
     return openreg_runtime.get_timing_only()
+
+
+def is_timing_only_strict() -> bool:
+    """Whether every read of a value raises in timing-only mode (set_timing_only's strict)."""
+    return _C._strict_value_reads()
 
 
 def values_read_as_nan() -> int:
