@@ -184,14 +184,15 @@ SOURCE_PROFILES = REPO / "packages" / "openreg-perf" / "openreg_perf" / "profile
 
 
 def write_profiles(table: CalibrationTable) -> None:
-    """Into the source tree's profiles: the fitted values into the [efficiency] and [collectives]
-    sections of each profile that has them or whose chip has rows (added where a datasheet-only
-    profile has none; the device-independent values where its chip has no rows of a class), with its
-    [provenance], leaving every other line (and comment) as it is; the device-independent values into
-    _defaults.toml."""
+    """Into the source tree's profiles (and a user's, in $OPENREG_PERF_HOME/profiles): the fitted values
+    into the [efficiency] and [collectives] sections of each profile that has them or whose chip has rows
+    (added where a datasheet-only profile has none; the device-independent values where its chip has no
+    rows of a class), with its [provenance], leaving every other line (and comment) as it is; the
+    device-independent values into _defaults.toml."""
     full, cases = table.full_fit, [row.case for row in table.rows]
     for name in list_profiles():
-        path = SOURCE_PROFILES / f"{name}.toml"
+        bundled = SOURCE_PROFILES / f"{name}.toml"
+        path = bundled if bundled.exists() else Path(load_profile(name).path)  # a user's profile: its own file
         own_sections = "efficiency" not in load_profile(path).defaulted
         if name == "host" or not (own_sections or name in full.per_device):
             continue  # the host is measured (calibrate-host); a datasheet-only chip takes the defaults

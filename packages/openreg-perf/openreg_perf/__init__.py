@@ -208,6 +208,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     devices = list(range(torch.openreg.device_count()))
     if not execute:
         _check_capacity(profile, devices)
+    capture.recording_cost_per_operator()  # measured once per process, and not in the region's memory
     for device in devices:
         torch.openreg.reset_peak_memory_stats(device)
     timing_only, was_strict = torch.openreg.is_timing_only(), torch.openreg.is_timing_only_strict()
@@ -239,6 +240,8 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
 def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict: bool = False) -> None:
     """Predicts the region a raised exception cut short. The user's exception matters more than
     the partial prediction: a failure to make it is a warning, and the exception still goes on."""
+    import torch
+
     if _reads_values_in_timing_only_mode(error):
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
@@ -247,11 +250,26 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict:
         error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
                        "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
                        "fraction of its candidates selected (Note [Assumed selections])")
+    elif isinstance(error, torch.OutOfMemoryError):
+        error.add_note(f"openreg_perf: {_does_not_fit_here(run.profile)}")
     try:
         run._finish(trace, memory, _one_line(error))
     except Exception as failure:  # noqa: BLE001 - any failure of ours must not hide the user's
         warnings.warn(f"openreg_perf: the region raised, and predicting it up to that point failed too: "
                       f"{_one_line(failure)}", RuntimeWarning, stacklevel=3)
+
+
+def _does_not_fit_here(profile: Profile) -> str:
+    """What an out-of-memory error in a region means for its prediction (the allocator's own advice, to raise
+    OPENREG_DEVICE_MEMORY, would predict a device that does not exist)."""
+    import torch
+
+    wanted, here = profile.memory.capacity_bytes, torch.openreg.mem_get_info()[1]
+    if abs(here - wanted) < 4096:
+        return f"the program does not fit {profile.name}'s {wanted / 2**30:.1f} GiB: on it, it runs out of memory too"
+    return (f"openreg's devices hold {here / 2**30:.1f} GiB here, {profile.name}'s {wanted / 2**30:.1f} GiB: predict "
+            f"without executing on devices of its capacity (openreg_perf.devices_for({profile.name!r}) before "
+            f"importing torch, then simulate(..., execute=False); the command line's --no-execute)")
 
 
 def _one_line(error: BaseException) -> str:

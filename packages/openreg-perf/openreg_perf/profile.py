@@ -299,6 +299,9 @@ def bundled_path(name: str) -> Path:
 
 def _build(table: dict, path: str) -> Profile:
     _refuse_unknown(table, set(_TOP_LEVEL) | set(_SECTIONS), "", path)
+    missing = _missing(table)
+    if len(missing) > 1:  # all at once: a profile written from a datasheet misses several at first
+        raise ProfileError(f"{path}: {len(missing)} required fields and sections are missing: {', '.join(missing)}")
     for key in ("name", "description"):
         if not isinstance(table.get(key), str):
             raise ProfileError(f"{path}: field {key!r} is missing or not a string")
@@ -316,6 +319,10 @@ def _build(table: dict, path: str) -> Profile:
         if not isinstance(values, dict):
             raise ProfileError(f"{path}: section [{section}] is missing")
         sections[section] = _build_section(record, values, section, path)
+    chip = sections["chip"]
+    if chip.sustained_clock_hz > chip.clock_hz:
+        raise ProfileError(f"{path}: field 'chip.sustained_clock_hz' ({chip.sustained_clock_hz:g}) must not be above "
+                           f"chip.clock_hz ({chip.clock_hz:g}), the boost clock the datasheet's peaks are quoted at")
     provenance = _provenance(table.get("provenance", {}), path)
     if "efficiency" in defaulted:
         provenance = {name: f"{defaults_label(architecture)} default (no fit for this chip)" for name in KERNEL_CLASSES}
@@ -323,6 +330,19 @@ def _build(table: dict, path: str) -> Profile:
                    hardware_names=_hardware_names(table.get("hardware_names", []), path),
                    architecture=architecture,
                    defaulted=tuple(defaulted), **sections)
+
+
+def _missing(table: dict) -> list[str]:
+    """Every required field and section the profile leaves out."""
+    missing = [key for key in ("name", "description") if key not in table]
+    for section, record in _SECTIONS.items():
+        values = table.get(section)
+        if values is None and section not in OPTIONAL_SECTIONS:
+            missing.append(f"[{section}]")
+        elif isinstance(values, dict):
+            missing += [f"{section}.{field.name}" for field in fields(record)
+                        if field.name not in values and field.default is MISSING]
+    return missing
 
 
 def _hardware_names(values, path: str) -> tuple:

@@ -185,3 +185,15 @@ def test_simulate_leaves_the_strict_mode_it_found():
     finally:
         torch.openreg.set_timing_only(False)
     assert not torch.openreg.is_timing_only_strict()
+
+
+def test_running_out_of_memory_in_a_region_says_how_to_predict_the_program():
+    """The allocator's advice (raise OPENREG_DEVICE_MEMORY) would predict a device that does not exist: the
+    note says to predict without executing, on devices of the profile's capacity."""
+    with pytest.raises(torch.OutOfMemoryError) as refused:
+        with openreg_perf.simulate("h100-sxm") as run:
+            torch.empty(2**40, dtype=torch.uint8, device="openreg")
+    assert run.partial
+    assert re.match(r"openreg_perf: openreg's devices hold [\d.]+ GiB here, h100-sxm's 80\.0 GiB: predict without "
+                    r"executing on devices of its capacity \(openreg_perf\.devices_for\('h100-sxm'\)",
+                    refused.value.__notes__[0])

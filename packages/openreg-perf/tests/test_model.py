@@ -564,6 +564,24 @@ def test_the_model_beats_the_roofline_where_it_is_not_said_otherwise(calibration
             assert summary.model_mape < summary.roofline_mape, name
 
 
+def test_writing_the_fitted_profiles_takes_a_users_profile_too(perf_bench, calibration, tmp_path, monkeypatch):
+    """--write-profiles rewrites the source tree's profiles and a user's in $OPENREG_PERF_HOME/profiles (it
+    looked for the user's among the bundled ones, and stopped)."""
+    import shutil
+
+    source = tmp_path / "source"
+    shutil.copytree(perf_bench.SOURCE_PROFILES, source)
+    (tmp_path / "home" / "profiles").mkdir(parents=True)
+    mine = tmp_path / "home" / "profiles" / "acme-x1.toml"
+    mine.write_text(Path(load_profile("h100-sxm").path).read_text().replace('name = "h100-sxm"', 'name = "acme-x1"')
+                    .replace("gemm_fp32_fraction = ", "gemm_fp32_fraction = 0.123 #"))
+    monkeypatch.setattr(perf_bench, "SOURCE_PROFILES", source)
+    monkeypatch.setenv("OPENREG_PERF_HOME", str(tmp_path / "home"))
+    perf_bench.write_profiles(calibration)
+    assert load_profile(mine).efficiency.gemm_fp32_fraction != 0.123  # the device-independent value, written
+    assert (source / "h100-sxm.toml").read_text() == Path(load_profile("h100-sxm").path).read_text()
+
+
 FIT_TWO_DEVICES = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("bench", sys.argv[1])

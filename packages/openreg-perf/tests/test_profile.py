@@ -97,6 +97,20 @@ def test_missing_field_is_refused(tmp_path):
     _refused(path, "'peak.bf16_flops_per_s'", "missing")
 
 
+def test_every_missing_field_and_section_is_told_at_once(tmp_path):
+    """A profile written from a datasheet misses several at first: one load names them all."""
+    path = tmp_path / "new-chip.toml"
+    path.write_text('name = "new-chip"\ndescription = "from its datasheet"\n[chip]\nclock_hz = 1e9\n')
+    _refused(path, "8 required fields and sections are missing: [peak], chip.compute_units, chip.sustained_clock_hz, "
+                   "chip.l2_bytes, chip.kernel_floor_s, [matrix], [memory], [links]")
+
+
+def test_a_sustained_clock_above_the_boost_clock_is_refused(tmp_path):
+    line = next(line for line in open(load_profile("h100-sxm").path) if line.startswith("sustained_clock_hz"))
+    _refused(_variant(tmp_path, line, "sustained_clock_hz = 3e9\n"), "field 'chip.sustained_clock_hz' (3e+09) must not "
+             "be above chip.clock_hz")
+
+
 def test_a_profile_older_than_a_field_is_told_what_to_add(tmp_path):
     """A profile written before a field of [efficiency] existed (a vendor's, or calibrate-host's cached one) is
     refused with the device-independent value to add, which then loads."""
