@@ -133,6 +133,8 @@ class Run:
     def summary(self, top: int = 10) -> str:
         from . import report
 
+        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+            raise ValueError(f"top is how many kernels to list, a whole number, not {top!r}")
         text = report.summary(self.profile, self.report, self.kernels, top)
         for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
             text = f"{warning}\n{text}"
@@ -161,7 +163,7 @@ class Run:
         """The predicted lanes (and the simulator's measured ones) for chrome://tracing or Perfetto."""
         from . import report
 
-        report.write_chrome_trace(str(path), self._predicted_timeline(), self.profile)
+        report.write_chrome_trace(str(Path(path)), self._predicted_timeline(), self.profile)  # not a file 'None'
 
     def plot(self, path: str | Path) -> None:
         """An SVG picture: a lane per stream over the predicted time, and a roofline with each kernel."""
@@ -197,6 +199,10 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     from .memory import MemoryWatch
 
     # Checked before the program runs: a typo must not cost the user their program's run.
+    if not isinstance(execute, bool) or not isinstance(strict, bool):
+        raise TypeError(f"execute and strict are True or False, not {execute!r} and {strict!r}")
+    if strict and execute and not torch.openreg.is_timing_only():
+        raise ValueError("strict=True is for timing-only mode (execute=False), where no value is computed")
     if _REGION_RUNNING:  # and before the outer region's peak memory statistics are reset
         raise RuntimeError("openreg_perf: simulate() regions do not nest, and one is running (python -m openreg_perf "
                            "run makes the whole script one): predict the outer region, or the inner one alone")

@@ -64,6 +64,8 @@ def _run(args) -> int:
 
     if not Path(args.script).exists():
         raise UsageError(f"{args.script}: no such script")
+    if args.strict and not args.no_execute:
+        raise UsageError("--strict is for --no-execute, where no value is computed")
     for output in filter(None, (args.trace, args.plot)):  # before the script, which may take long, runs
         folder = Path(output).resolve().parent
         if Path(output).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -78,7 +80,7 @@ def _run(args) -> int:
     try:
         with simulate(profile, ranks=args.ranks, execute=not args.no_execute, strict=args.strict) as run:
             _run_script(args.script)
-    except (Exception, SystemExit) as error:
+    except (Exception, SystemExit, KeyboardInterrupt) as error:
         if run is None or not run.partial:
             raise  # openreg-perf's own failure, not the script's
         _print_prediction(run, args)
@@ -100,6 +102,8 @@ def _run_script(path: str) -> None:
 
 def _print_prediction(run, args) -> None:
     if run.timeline is None:  # a partial prediction that could not be made (simulate warned)
+        return
+    if run.partial and not run.trace.work:  # the script failed before it ran anything (a syntax error)
         return
     print(run.summary(top=args.top))
     if args.trace:
@@ -125,7 +129,7 @@ def _script_failed(error: BaseException, args) -> int:
         print(f"{PROG}: error: {_value_read_refusal(how, args.strict)}{at}", file=sys.stderr)
         return 1
     traceback.print_exception(type(error), error, _from_script(error.__traceback__, args.script))
-    return 1
+    return 130 if isinstance(error, KeyboardInterrupt) else 1  # 130: as Python's own status after Ctrl-C
 
 
 def _from_script(tb, script: str):

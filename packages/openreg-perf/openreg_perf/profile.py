@@ -265,6 +265,9 @@ def load_profile(name_or_path: str | Path) -> Profile:
 
 
 def _resolve(name_or_path: str | Path) -> Path:
+    if not isinstance(name_or_path, str | Path) or not str(name_or_path):
+        raise ProfileError(f"a profile is a bundled profile's name (such as 'h100-sxm'), a TOML file's path or a "
+                           f"Profile, not {name_or_path!r}")
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or candidate.exists():
         if not candidate.is_file():

@@ -197,3 +197,27 @@ def test_running_out_of_memory_in_a_region_says_how_to_predict_the_program():
     assert re.match(r"openreg_perf: openreg's devices hold [\d.]+ GiB here, h100-sxm's 80\.0 GiB: predict without "
                     r"executing on devices of its capacity \(openreg_perf\.devices_for\('h100-sxm'\)",
                     refused.value.__notes__[0])
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    (dict(profile=5), openreg_perf.ProfileError, "a profile is a bundled profile's name .*, not 5"),
+    (dict(profile=""), openreg_perf.ProfileError, "not ''"),
+    (dict(execute="no"), TypeError, "execute and strict are True or False, not 'no'"),
+    (dict(strict=True), ValueError, r"strict=True is for timing-only mode \(execute=False\)"),
+])
+def test_simulate_refuses_arguments_it_would_misread_before_the_program_runs(arguments, error, message):
+    ran = []
+    with pytest.raises(error, match=message):
+        with openreg_perf.simulate(**{"profile": "h100-sxm", **arguments}):
+            ran.append(True)
+    assert not ran
+
+
+def test_a_run_refuses_a_negative_top_and_a_trace_path_of_none():
+    product = a_product()
+    with openreg_perf.simulate("h100-sxm") as run:
+        product()
+    with pytest.raises(ValueError, match="top is how many kernels to list"):
+        run.summary(top=-2)
+    with pytest.raises(TypeError):
+        run.export_chrome_trace(None)

@@ -104,14 +104,16 @@ def test_a_script_that_exits_with_a_failure_gets_its_prediction_and_its_exit_sta
     assert "aten::mul" in result.stdout
 
 
-def test_a_script_that_raises_gets_its_prediction_up_to_there_then_its_traceback(tmp_path):
-    failing = script(tmp_path, SMALL + "raise ValueError('the batch is empty')\n")
+@pytest.mark.parametrize(("error", "status"), [("ValueError: the batch is empty", 1), ("KeyboardInterrupt", 130)])
+def test_a_script_that_raises_gets_its_prediction_up_to_there_then_its_traceback(tmp_path, error, status):
+    kind, _, message = error.partition(": ")
+    failing = script(tmp_path, SMALL + f"raise {kind}({message!r})\n")
     result = openreg_perf("run", "--profile", "h100-sxm", str(failing), cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stdout.startswith(f"partial: the region raised ValueError: the batch is empty; {PARTIAL}\n")
+    assert result.returncode == status
+    assert result.stdout.startswith(f"partial: the region raised {error}; {PARTIAL}\n")
     assert "aten::mul" in result.stdout
     traceback = result.stderr.strip().splitlines()
-    assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "ValueError: the batch is empty"
+    assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == error
     assert f'File "{failing}"' in traceback[1]  # from the script on: runpy's frames are not the user's
 
 
@@ -192,3 +194,17 @@ def test_a_profile_that_does_not_load_is_told_and_the_others_are_still_listed(tm
     assert "h100-sxm" in printed.out and "half-written" not in printed.out
     (line,) = printed.err.strip().splitlines()
     assert line.startswith("openreg-perf: error: ") and "half-written.toml" in line
+
+
+def test_a_script_that_failed_before_running_anything_prints_no_empty_prediction(capsys):
+    """A syntax error fails the region before any work: its 'partial ... 0.0 us' report would be noise."""
+    import argparse
+
+    import openreg_perf
+    from openreg_perf.__main__ import _print_prediction
+    from openreg_perf.capture import Trace
+
+    run = openreg_perf.Run(openreg_perf.load_profile("h100-sxm"), 1, True)
+    run._finish(Trace(), {}, error="SyntaxError: invalid syntax")
+    _print_prediction(run, argparse.Namespace(top=10, trace=None, plot=None))
+    assert capsys.readouterr().out == ""

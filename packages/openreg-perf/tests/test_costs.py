@@ -31,6 +31,21 @@ def test_mm():
     assert result.precision == "fp32"
 
 
+def test_an_empty_product_reads_nothing_and_one_over_nothing_writes_zeros():
+    empty = cost("aten::mm", [[0, 4096], [4096, 4096]], [F32, F32], [None, None])
+    check(empty, 0, 0, 0, "matmul")
+    assert empty.matrix is None
+    zeros = cost("aten::addmm", [[32], [64, 0], [0, 32], [], []], [F32, F32, F32, "Scalar", "Scalar"],
+                 [None, None, None, 1, 1])
+    check(zeros, 64 * 32, 32 * 4, 64 * 32 * 4, "matmul")  # the bias, broadcast
+
+
+def test_int_mm_is_an_int8_product_with_an_int32_result():
+    result = cost("aten::_int_mm", [[64, 128], [128, 32]], ["signed char", "signed char"], [None, None])
+    check(result, 2 * 64 * 128 * 32, 64 * 128 + 128 * 32, 64 * 32 * 4, "matmul")
+    assert result.precision == "int8" and result.matrix == MatrixShape(1, 64, 32, 128)
+
+
 def test_addmm_adds_its_bias():
     result = cost("aten::addmm", [[32], [64, 128], [128, 32], [], []], [F32, F32, F32, "Scalar", "Scalar"],
                   [None, None, None, 1, 1])

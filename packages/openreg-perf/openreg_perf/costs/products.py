@@ -26,6 +26,8 @@ def _matmul_rule(bias: str | None, left: str, right: str):
         bias = args.tensor(bias_name) if bias_name is not None else None
         flops = 2 * batch * m * n * k + (out_numel if bias else 0)
         written = out_numel * element_size(left.dtype)
+        if out_numel == 0 or k == 0:  # the library reads nothing: an empty result, or one of zeros (and bias)
+            return _cost("matmul", flops, _bytes([bias]) if out_numel else 0, written, left)
         return _cost("matmul", flops, _bytes([left, right, bias]), written, left, MatrixShape(batch, m, n, k))
 
     return rule
@@ -45,6 +47,14 @@ def _matrix_dims(left: Sequence[int], right: Sequence[int]):
     left = (1, *left) if len(left) == 1 else tuple(left)
     right = (*right, 1) if len(right) == 1 else tuple(right)
     return broadcast(left[:-2], right[:-2]), left[-2], left[-1], right[-1]
+
+
+@rule("_int_mm")
+def _int_mm(name: str, args: _Args) -> Cost:
+    """_int_mm(self, mat2): an INT8 product with an INT32 result."""
+    left, right = args.tensor("self"), args.tensor("mat2")
+    m, k, n = left.shape[0], left.shape[1], right.shape[1]
+    return _cost("matmul", 2 * m * n * k, _bytes([left, right]), m * n * 4, left, MatrixShape(1, m, n, k))
 
 
 @rule("_scaled_mm")
