@@ -443,6 +443,15 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
     raise ValueError(f"unknown copy kind {kind!r}; one of {', '.join(COPY_KINDS)}")
 
 
+def copy_rate(kind: str, profile: Profile) -> float:
+    """The datasheet rate a copy of this kind moves its bytes at, against which the report measures it:
+    the pinned host link, the peer link, or half the memory bandwidth within a device (read and write)."""
+    links = profile.links
+    rates = {"h2d": links.host_pinned_bytes_per_s, "d2h": links.host_pinned_bytes_per_s,
+             "d2d": profile.memory.bandwidth_bytes_per_s / 2, "p2p": _link_rate(profile, ranks=2)}
+    return rates[kind]
+
+
 def _link_rate(profile: Profile, ranks: int) -> float:
     """One direction, one device: a switch gives every device its full rate to any peer, and so does
     PCIe (each card's own lanes to the host bridge); a mesh gives one link per peer, so a collective

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
 from .costs import Cost, cost_of, message_bytes
-from .model import MATRIX_KINDS, collective_seconds, copy_seconds, kernel_seconds, memory_bytes
+from .model import MATRIX_KINDS, collective_seconds, copy_rate, copy_seconds, kernel_seconds, memory_bytes
 from .profile import Profile
 
 # occl's kernels (openreg-distributed's collectives) and the collective of the model each one is.
@@ -259,7 +259,9 @@ class _Replay:
         where it starts."""
         cost = cost_of(work.op) if work.op is not None else None
         if work.kind == "memcpy":
-            return self._copy_seconds(work, cost, pinned), "copy", "memory", 0.0, cost
+            seconds, kind = self._copy_seconds(work, cost, pinned), COPY_KINDS.get(work.name, "d2d")
+            achieved = cost.bytes_read / seconds / copy_rate(kind, self.profile) if cost and seconds else 0.0
+            return seconds, "copy", "memory", achieved, cost
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
             nbytes = message_bytes(work.op) if work.op is not None else 0.0
             seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
