@@ -163,11 +163,12 @@ def _fill(trace: Trace, records, operators: dict) -> None:
     start, end = trace.region_ns
     launches = {r.correlation_id: r for r in records if r.kind == "launch" and start <= r.start_ns <= end}
     calls: dict[int, OpCall] = {}  # one OpCall per distinct operator record (record_activity shares them)
+    simulators = torch.openreg.SIMULATOR_TRANSFER
     for r in records:
         if r.kind in DEVICE_KINDS and r.correlation_id in launches:
             launch = launches[r.correlation_id]
             operator = operators.get(launch.external_correlation_id)
-            if operator is not None and operator.name == torch.openreg.SIMULATOR_TRANSFER:
+            if operator is not None and operator.name == simulators:
                 trace.simulator_transfers += 1  # a real device computes the results where they go
                 continue
             op = _op_call(operator, calls)
