@@ -312,12 +312,12 @@ def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
         read in message for read in _VALUE_READS)
 
 
-def _checked_ranks(ranks, name: str = "ranks") -> int:
+def _checked_ranks(count, name: str = "ranks") -> int:
     """A count as given by the user (ranks, micro-batches, ...): a whole number of at least 1 (True is
     not one; 0 is refused, not taken for the default)."""
-    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, not {ranks!r}")
-    return int(ranks)
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {count!r}")
+    return int(count)
 
 
 def _checked_host(host: str) -> str:
