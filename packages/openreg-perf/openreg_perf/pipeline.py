@@ -129,7 +129,8 @@ class PipelinePrediction:
         return most
 
     def summary(self) -> str:
-        return (f"{self.schedule}: {self.devices} devices x {self.chunks} chunks, {self.micro_batches} micro-batches: "
+        return (f"{self.schedule}: {self.devices} devices, {self.chunks} chunk{'s' * (self.chunks > 1)} each, "
+                f"{self.micro_batches} micro-batches: "
                 f"step {self.step_time_s * 1e3:.1f} ms (pipeline {self.pipeline_s * 1e3:.1f} ms, bubble "
                 f"{100 * self.bubble_fraction:.1f} %, gradient reduction {self.gradient_reduction_s * 1e3:.1f} ms, "
                 f"{self.exposed_reduction_s * 1e3:.1f} ms of it after the pipeline), "

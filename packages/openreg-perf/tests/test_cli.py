@@ -151,7 +151,7 @@ def test_the_pipeline_command_predicts_each_stage_then_the_schedule(tmp_path):
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["stage 0", "stage 1"]
     assert "sends 0.5 MB" in lines[0]
-    assert lines[2].startswith("1f1b: 2 devices x 1 chunks, 4 micro-batches: step ")
+    assert lines[2].startswith("1f1b: 2 devices, 1 chunk each, 4 micro-batches: step ")
     assert [line.split(":")[0] for line in lines[3:]] == ["device 0", "device 1"]
 
 
