@@ -144,7 +144,10 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
     lines = [f"openreg-perf: predicted on {profile.name} ({profile.description})",
              f"  region time        {_time(report.total_s)}   (datasheet roofline: {_time(report.roofline_s)})"]
     error, per_class = expected_error(report)
-    if per_class:
+    if profile.name == "host":  # this machine's CPU as the device: the held-out rows are GPUs' and accelerators'
+        lines.append("  expected error     not known for this machine's CPU (the held-out errors are accelerators'; "
+                     "tools/bench/perf_model.py --parts host compares its kernels)")
+    elif per_class:
         classes = ", ".join(f"{name} {100 * value:.0f}%" for name, value in per_class.items())
         lines.append(f"  expected error     about {100 * error:.0f}% of the device time (held out per kernel class: "
                      f"{classes}; tools/bench/perf_model.py)")

@@ -97,6 +97,16 @@ def test_a_training_step_is_predicted_kernel_by_kernel(tmp_path):
     assert picture.startswith("<svg") and picture.count("<circle") >= 2  # kernels on the roofline
 
 
+def test_a_summary_quotes_held_out_errors_only_where_they_were_measured():
+    """The held-out errors come from accelerators' rows: a prediction for this machine's CPU (the host
+    profile) says its error is not known rather than quote them."""
+    step = mlp_step()
+    for name, line in (("h100-sxm", "expected error     about "), ("host", "expected error     not known")):
+        with openreg_perf.simulate(name) as run:
+            step()
+        assert line in run.summary(), name
+
+
 def test_the_copies_the_simulator_makes_for_itself_are_left_out():
     """nonzero runs synchronously on openreg: its kernel computes on the host and the simulator copies the result
     over (torch.openreg.SIMULATOR_TRANSFER), which a real device does not; the prediction keeps the kernel only."""
