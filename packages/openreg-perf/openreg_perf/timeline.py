@@ -26,7 +26,8 @@ simulator's did. All host threads are replayed as one, in the order they queued 
 thread queues the backward while the thread that called backward() waits for it).
 
 Note [Multi-tensor kernels]
-A _foreach_ operator is one call of a real device's library: CUDA's multi_tensor_apply launches one
+A _foreach_ operator (and GradScaler's unscale, _amp_foreach_non_finite_check_and_unscale_) is one call
+of a real device's library: CUDA's multi_tensor_apply launches one
 kernel per chunk of up to MULTI_TENSOR_TENSORS[lists] tensors and MULTI_TENSOR_ELEMENTS elements
 (PyTorch's MultiTensorApply.cuh). openreg runs it as a per-tensor loop, and the recording names the
 _foreach_ call for every launch of that loop (torch-openreg's ActivityRecording.cpp). The replay
@@ -257,7 +258,7 @@ class _Replay:
     def _duration(self, work: Work, pinned: bool) -> tuple:
         """(seconds, category, bound, achieved fraction, cost[, precision]): a Predicted's fields but
         where it starts."""
-        cost = cost_of(work.op) if work.op is not None else None
+        cost = cost_of(work.op) if work.op is not None and not _backend_setup(work) else None
         if work.kind == "memcpy":
             seconds, kind = self._copy_seconds(work, cost, pinned), COPY_KINDS.get(work.name, "d2d")
             achieved = cost.bytes_read / seconds / copy_rate(kind, self.profile) if cost and seconds else 0.0
@@ -313,8 +314,15 @@ def _link(work: Work) -> tuple[int, str] | None:
 # LITERALINCLUDE END: PERF_LINKS
 
 
+def _backend_setup(work: Work) -> bool:
+    """Work a collective operator queued besides its collective kernel: the backend's own (openreg-distributed
+    clears and fills its control block on a group's first collective), which the operator's cost does not describe."""
+    return work.op.name.startswith("c10d::") and not (work.kind == "kernel" and work.name in COLLECTIVE_KERNELS)
+
+
 def _is_multi_tensor(work: Work) -> bool:
-    return work.op is not None and work.op.name.startswith("aten::_foreach_")
+    """A call CUDA runs with multi_tensor_apply: the _foreach_ operators and GradScaler's unscale."""
+    return work.op is not None and work.op.name.startswith(("aten::_foreach_", "aten::_amp_foreach_"))
 
 
 def multi_tensor_launches(call) -> int:

@@ -491,6 +491,15 @@ def test_fused_sgd_with_momentum():
     check(cost("aten::_fused_sgd_", shapes, dtypes, values), 4 * 15, 3 * 15 * 4, 2 * 15 * 4, "optimizer")
 
 
+def test_grad_scalers_unscale_and_update():
+    """GradScaler's two operators, which the guide's fp16 loop ran at the default cost."""
+    unscale = cost("aten::_amp_foreach_non_finite_check_and_unscale_", [PARAMS, [], []], ["TensorList", F32, F32])
+    check(unscale, 2 * 15, 15 * 4, 15 * 4, "optimizer")
+    update = cost("aten::_amp_update_scale_", [[], [], [], [], [], []], [F32, "int", F32, "Scalar", "Scalar", "Scalar"],
+                  [None, None, None, 2.0, 0.5, 2000])
+    check(update, 2, 3 * 4, 2 * 4, "optimizer")
+
+
 # -------------------------------------------------------------------------------- views and default
 
 @pytest.mark.parametrize("record", [

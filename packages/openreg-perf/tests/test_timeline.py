@@ -241,6 +241,19 @@ def test_an_unknown_operator_gets_the_default_cost_and_is_listed():
     assert region_report(timeline, H100, {}).unknown_operators == ["aten::special_bessel_j0"]
 
 
+def test_a_backends_own_setup_in_a_collective_is_no_operators_work():
+    """openreg-distributed clears and fills its control block (a memset, a copy) in a group's first
+    collective: work the collective's operator did not describe, so not priced by a default rule."""
+    program = Program()
+    gather = OpCall("c10d::allgather_", [[[[16]] * 2], [[16]]], ["TensorList", "TensorList"])
+    setup = [program.queue("memset", "memset", op=gather), program.queue("memcpy", "memcpyHtoD", op=gather)]
+    collective(program, "allgather", "c10d::allgather_", 1, stream=1)
+    timeline = replay(program.trace, H100, ranks=2)
+    items = by_correlation(timeline)
+    assert [items[work.correlation].cost for work in setup] == [None, None]
+    assert region_report(timeline, H100, {}).unknown_operators == []
+
+
 def test_an_empty_region_is_predicted_as_nothing():
     timeline = replay(Trace(), H100)
     assert timeline.total_s == 0.0 and timeline.items == []
@@ -299,12 +312,17 @@ def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
     assert report.model_flop_utilisation < 1
 
 
-def test_a_foreach_call_is_one_multi_tensor_kernel():
+@pytest.mark.parametrize(("name", "more", "flops_per_element"), [
+    ("aten::_foreach_mul_", [([], "Scalar", 0.9)], 1),
+    ("aten::_amp_foreach_non_finite_check_and_unscale_", [([], F32, None), ([], F32, None)], 2),  # GradScaler's
+])
+def test_a_foreach_call_is_one_multi_tensor_kernel(name, more, flops_per_element):
     """Note [Multi-tensor kernels]: the per-tensor launches of one _foreach_ call on openreg are priced
     as CUDA's multi_tensor_apply runs them: the whole operator in its first launch, a kernel of its
     own per further chunk, no host launch for the others. 200 tensors of one list: two chunks of 110."""
     shapes = [[1024]] * 200
-    call = OpCall("aten::_foreach_mul_", [shapes, []], ["TensorList", "Scalar"], [None, 0.9])
+    call = OpCall(name, [shapes] + [shape for shape, _, _ in more], ["TensorList"] + [dtype for _, dtype, _ in more],
+                  [None] + [value for _, _, value in more])
     program = Program()
     launches = [program.kernel(call) for _ in range(200)]
     for work in launches:
@@ -318,5 +336,5 @@ def test_a_foreach_call_is_one_multi_tensor_kernel():
     chip = H100.chip  # two kernels queued: each at least the stream's floor, the second its own floor more
     assert merged.seconds == pytest.approx(max(2 * chip.kernel_floor_s, alone + chip.graph_floor_s))
     assert items[after.correlation].start_s == pytest.approx(max(H100.host.launch_s, merged.end_s))
-    (record,) = [r for r in kernel_records(timeline) if r.op == "aten::_foreach_mul_"]
-    assert record.flops == 200 * 1024
+    (record,) = [r for r in kernel_records(timeline) if r.op == name]
+    assert record.flops == 200 * 1024 * flops_per_element

@@ -254,6 +254,23 @@ def _foreach(name: str, args: _Args) -> Cost:
     return _cost("optimizer", flops, read, _bytes(first), first[0] if first else None, known=bool(first))
 
 
+@rule("_amp_foreach_non_finite_check_and_unscale")
+def _amp_unscale(name: str, args: _Args) -> Cost:
+    """GradScaler's unscale (grads, found_inf, inv_scale): every gradient multiplied by inv_scale in place,
+    and any element that is not finite noted in found_inf; a multiply and a check per element."""
+    grads = args.tensor_list("self")
+    numel = sum(tensor.numel for tensor in grads)
+    return _cost("optimizer", 2 * numel, _bytes(grads), _bytes(grads), grads[0] if grads else None, known=bool(grads))
+
+
+@rule("_amp_update_scale")
+def _amp_update_scale(name: str, args: _Args) -> Cost:
+    """GradScaler's update (scale, growth_tracker, found_inf, ...): one thread reads the three one-element
+    tensors and writes the scale and the tracker."""
+    scalars = [args.tensor(key) for key in ("self", "growth_tracker", "found_inf")]
+    return _cost("optimizer", 2, _bytes(scalars), _bytes(scalars[:2]), scalars[0])
+
+
 # FLOPs per parameter of one fused step: Adam(W) updates two moments, corrects their bias, takes a
 # square root and a division, and decays the weight; SGD with momentum updates one buffer.
 ADAM_FLOPS_PER_PARAMETER = 15
