@@ -491,6 +491,11 @@ def test_fused_sgd_with_momentum():
     check(cost("aten::_fused_sgd_", shapes, dtypes, values), 4 * 15, 3 * 15 * 4, 2 * 15 * 4, "optimizer")
 
 
+def test_a_check_for_infinities_writes_booleans():
+    """isneginf, which transformers' attention masks of BERT and GPT-2 call, ran at the default cost."""
+    check(cost("aten::isneginf", [[4, 8], [4, 8]], [F32, "bool"]), 32, 32 * 4, 32, "elementwise")
+
+
 def test_grad_scalers_unscale_and_update():
     """GradScaler's two operators, which the guide's fp16 loop ran at the default cost."""
     unscale = cost("aten::_amp_foreach_non_finite_check_and_unscale_", [PARAMS, [], []], ["TensorList", F32, F32])

@@ -107,6 +107,46 @@ def test_a_summary_quotes_held_out_errors_only_where_they_were_measured():
         assert line in run.summary(), name
 
 
+def _model_zoo():
+    """tools/bench/model_zoo.py, the benchmarks' models (transformers' BERT, GPT-2 and Llama, a ResNet-18,
+    a ViT), loaded by path: it is no package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("model_zoo", PACKAGE_ROOT.parents[1] / "tools/bench/model_zoo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class DemoCNN(nn.Module):
+    """tools/demo.py's CNN, its loss included, as the benchmarks' models have theirs."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                                 nn.Flatten(), nn.Linear(8 * 8 * 8, 2))
+
+    def forward(self, images, labels):
+        return nn.functional.cross_entropy(self.net(images), labels)
+
+
+@pytest.mark.parametrize("name", ["demo CNN", "BERT", "GPT-2", "Llama", "ResNet-18", "ViT (tiny)"])
+def test_every_operator_of_the_demos_and_benchmarks_models_has_a_cost_rule(name):
+    """A training step of each: no operator is priced by the default rule."""
+    zoo = _model_zoo()
+    if name == "demo CNN":
+        model, batch = DemoCNN(), {"images": torch.randn(32, 1, 16, 16), "labels": torch.randint(0, 2, (32,))}
+    else:
+        model, batch = zoo.MODELS[name]()
+    model = model.to("openreg")
+    batch = {key: value.to("openreg") for key, value in batch.items()}
+    optimizer = torch.optim.AdamW(model.parameters())
+    with openreg_perf.simulate("h100-sxm") as run:
+        zoo.loss_of(model(**batch)).backward()
+        optimizer.step()
+    assert run.report.unknown_operators == []
+
+
 def test_the_copies_the_simulator_makes_for_itself_are_left_out():
     """nonzero runs synchronously on openreg: its kernel computes on the host and the simulator copies the result
     over (torch.openreg.SIMULATOR_TRANSFER), which a real device does not; the prediction keeps the kernel only."""

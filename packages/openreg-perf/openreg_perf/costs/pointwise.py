@@ -13,8 +13,9 @@ from .registry import rule
 _UNARY = {"abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
           "tan", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "erf", "erfinv", "reciprocal", "floor",
           "ceil", "round", "trunc", "sign", "clamp", "clamp_min", "clamp_max", "hardtanh", "leaky_relu", "elu",
-          "softplus", "logical_not", "bitwise_not", "isnan", "isinf", "nan_to_num", "square", "hardsigmoid",
-          "hardswish", "relu6", "threshold", "dropout", "native_dropout", "tril", "triu"}
+          "softplus", "logical_not", "bitwise_not", "isnan", "isinf", "isneginf", "isposinf", "isfinite",
+          "nan_to_num", "square", "hardsigmoid", "hardswish", "relu6", "threshold", "dropout", "native_dropout",
+          "tril", "triu"}
 _BINARY = {"add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "atan2",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and",
            "bitwise_or", "bitwise_xor", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
@@ -22,7 +23,7 @@ _BINARY = {"add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "fmo
            "native_dropout_backward", "floor_divide"}
 _TERNARY = {"addcmul", "addcdiv", "lerp", "where", "masked_scatter"}
 _BOOLEAN_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-                   "isnan", "isinf"}
+                   "isnan", "isinf", "isneginf", "isposinf", "isfinite"}
 # FLOPs per output element where the formula has more than one operation; every other op counts 1.
 FLOPS_PER_ELEMENT = {"addcmul": 3, "addcdiv": 3, "lerp": 3, "gelu": 8, "silu": 4, "sigmoid": 4, "tanh": 4,
                      "softplus": 4, "elu": 4, "mish": 6, "gelu_backward": 10, "silu_backward": 6}
