@@ -143,9 +143,10 @@ class Run:
                     f"missing from this prediction\n{text}")
         if self.partial:
             text = f"partial: the region raised {self.error}; predicted up to that point\n{text}"
-        if self.trace is not None and self.trace.simulator_transfers:
+        if self.trace is not None and (self.trace.simulator_transfers or self.trace.simulator_waits):
             text += (f"\n  left out           {self.trace.simulator_transfers} copies the simulator made for itself "
-                     f"(operators' first calls, computed on the host): a real device makes none")
+                     f"and {self.trace.simulator_waits} host waits for its checks (operators' first calls, "
+                     f"computed on the host): a real device makes none")
         if self.values_read_as_nan:
             text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu(), "
                      f"print) got NaN: timing-only mode computes none")

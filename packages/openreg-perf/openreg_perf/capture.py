@@ -10,8 +10,10 @@ results are read. Not here: costs (costs/), times (model.py), or any prediction.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -81,6 +83,7 @@ class Trace:
     # prediction then misses work, and says so.
     complete: bool = True
     simulator_transfers: int = 0  # copies left out: the simulator's own (torch.openreg.SIMULATOR_TRANSFER)
+    simulator_waits: int = 0  # host waits left out: the executor checking a call, which a real device queues
 
 
 @contextmanager
@@ -111,7 +114,7 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
     trace.outermost_starts_ns = recording.outermost_starts_ns
     trace.complete = recording.complete
     with without_cycle_collection():
-        _fill(trace, recording.activity, recording.operators)
+        _fill(trace, recording.activity, recording.operators, recording.simulator_intervals_ns)
 
 
 @contextmanager
@@ -159,7 +162,7 @@ def recording_cost_per_operator(calls: int = 2000) -> float:
     return max(0.0, (recorded - plain) / calls / operators_per_call)
 
 
-def _fill(trace: Trace, records, operators: dict) -> None:
+def _fill(trace: Trace, records, operators: dict, simulator_intervals: list[tuple[int, int]]) -> None:
     start, end = trace.region_ns
     launches = {r.correlation_id: r for r in records if r.kind == "launch" and start <= r.start_ns <= end}
     calls: dict[int, OpCall] = {}  # one OpCall per distinct operator record (record_activity shares them)
@@ -176,10 +179,19 @@ def _fill(trace: Trace, records, operators: dict) -> None:
                                    (r.start_ns, r.end_ns), op, r.waited_for_correlation_id,
                                    launch.external_correlation_id))
         elif r.kind == "synchronize" and start <= r.start_ns <= end:
+            if _inside(simulator_intervals, r.start_ns, r.end_ns):
+                trace.simulator_waits += 1  # Note [The simulator's own transfers] in torch-openreg
+                continue
             trace.waits.append(HostWait(r.name, r.device, r.stream, (r.start_ns, r.end_ns),
                                         r.waited_for_correlation_id))
     trace.work.sort(key=lambda w: w.correlation)
     trace.waits.sort(key=lambda w: w.measured_ns[0])
+
+
+def _inside(intervals: list[tuple[int, int]], start_ns: int, end_ns: int) -> bool:
+    """Whether [start_ns, end_ns] lies in one of the sorted (start, end) intervals."""
+    index = bisect.bisect_right(intervals, (start_ns, math.inf)) - 1
+    return index >= 0 and end_ns <= intervals[index][1]
 
 
 def _op_call(record, calls: dict[int, OpCall]) -> OpCall | None:

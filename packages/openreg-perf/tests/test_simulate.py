@@ -155,7 +155,30 @@ def test_the_copies_the_simulator_makes_for_itself_are_left_out():
         torch.nonzero(x)
     assert [kernel.op for kernel in run.kernels] == ["aten::nonzero"]
     assert run.trace.simulator_transfers == 1
-    assert "left out           1 copies the simulator made for itself" in run.summary()
+    assert [wait.name for wait in run.trace.waits] == ["orStreamSynchronize"]  # as on CUDA: the size is the data's
+    assert "left out           1 copies the simulator made for itself and 1 host waits" in run.summary()
+
+
+FIRST_CALL = """
+import torch, openreg_perf
+x = torch.randn(64, device="openreg", dtype=torch.float64)
+torch.openreg.synchronize()
+for _ in range(2):
+    with openreg_perf.simulate("h100-sxm") as run:
+        torch.atan2(x, x)
+    print(len(run.trace.waits), run.trace.simulator_waits, run.total_time_s)
+"""
+
+
+def test_the_executors_check_of_a_first_call_is_no_wait_of_the_prediction():
+    """A first call with new dtypes waits on openreg while the executor checks it against its Meta kernel,
+    where a real device queues it and goes on: the prediction leaves that wait (and its copy's) out, and
+    predicts the first call as the second. In a fresh process, so that the first call is one."""
+    done = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = (line.split() for line in done.stdout.splitlines())
+    assert (first[:2], second[:2]) == (["0", "2"], ["0", "0"])
+    assert float(first[2]) == pytest.approx(float(second[2]), rel=1e-9)
 
 
 def test_a_host_synchronisation_waits_for_the_predicted_work():

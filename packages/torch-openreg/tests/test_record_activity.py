@@ -119,6 +119,28 @@ def test_the_copies_the_simulator_makes_for_itself_are_named_so_and_are_no_opera
     assert recording.operator_starts_ns == recording.outermost_starts_ns  # nonzero's, not its transfer's
 
 
+def test_the_executors_check_of_a_first_call_is_the_simulators_own_wait_and_nonzeros_wait_is_not():
+    """A first call with new dtypes runs synchronously, for the executor to check its Meta kernel, where a
+    real device would queue it: its host wait, and the wait for the copy of its result, fall in the
+    simulator's own intervals. nonzero waits on any device (its size is the data's): only its copy's wait
+    does. A fresh process, so that the first call is one."""
+    code = textwrap.dedent("""
+        import torch
+        x = torch.randn(64, device="openreg", dtype=torch.float64)
+        torch.openreg.synchronize()
+        def waits(fn):
+            with torch.openreg.record_activity() as recording:
+                fn()
+            inside = lambda r: any(a <= r.start_ns and r.end_ns <= b for a, b in recording.simulator_intervals_ns)
+            # Not the recording's own wait for the devices as it ends.
+            return [inside(r) for r in recording.activity if r.kind == "synchronize" and "Device" not in r.name]
+        print(waits(lambda: torch.atan2(x, x)), waits(lambda: torch.atan2(x, x)), waits(lambda: torch.nonzero(x)))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[True, True] [] [False, True]"
+
+
 def test_every_launch_of_a_training_step_is_tied_to_a_call_and_its_device_record():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to("openreg")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "aten/ExecutorRules.h"
 #include "aten/OperatorCall.h"
@@ -191,6 +192,10 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c1
                    *failure = std::current_exception();  // the caller's error, not a device fault
                  }
                });
+  // With its Meta kernel's answer, a real device would have queued the call
+  // and gone on: the wait is the executor's check (Note [The simulator's own transfers]).
+  std::optional<SimulatorTransfers> checking;
+  if (meta != nullptr) checking.emplace();
   OPENREG_CHECK(orStreamSynchronize(currentNativeStream(device)));
   if (*failure) std::rethrow_exception(*failure);
   if (meta != nullptr) {

@@ -65,6 +65,7 @@ struct Recording {
   std::vector<RecordedCall> calls;
   std::vector<OperatorRecord> records;  // distinct, by key (Note [Equal calls are described once])
   std::unordered_map<std::string, size_t> recordByKey;
+  std::vector<std::pair<uint64_t, uint64_t>> simulatorIntervals;  // (start, end) of outermost SimulatorTransfers
 };
 
 Recording& recording() {
@@ -291,8 +292,18 @@ void onOperatorEnd(const at::RecordFunction& call, at::ObserverContext* context)
 
 }  // namespace
 
-SimulatorTransfers::SimulatorTransfers() { ++simulatorTransfersOpen; }
-SimulatorTransfers::~SimulatorTransfers() { --simulatorTransfersOpen; }
+SimulatorTransfers::SimulatorTransfers() {
+  if (simulatorTransfersOpen++ == 0) orTraceGetTimestamp(&startNs_);
+}
+
+SimulatorTransfers::~SimulatorTransfers() {
+  if (--simulatorTransfersOpen > 0) return;
+  uint64_t endNs = 0;
+  orTraceGetTimestamp(&endNs);
+  Recording& state = recording();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.active) state.simulatorIntervals.emplace_back(startNs_, endNs);
+}
 
 void startActivityRecording() {
   Recording& state = recording();
@@ -305,6 +316,7 @@ void startActivityRecording() {
   state.calls.clear();
   state.records.clear();
   state.recordByKey.clear();
+  state.simulatorIntervals.clear();
   state.active = true;
   state.callback = at::addGlobalCallback(at::RecordFunctionCallback(onOperatorStart, onOperatorEnd)
                                              .needsInputs(true)
@@ -325,6 +337,7 @@ ActivityRecordingResult stopActivityRecording() {
     drain = std::move(state.drain);
     calls = std::move(state.calls);
     result.calls = std::move(state.records);
+    result.simulatorIntervalsNs = std::move(state.simulatorIntervals);
     state.recordByKey.clear();
   }
   result.activity = drain->stop();

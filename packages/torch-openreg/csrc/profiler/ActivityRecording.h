@@ -48,6 +48,7 @@ struct ActivityRecordingResult {
   // The operators recorded that no other recorded operator called (the
   // calls Python makes, and autograd's engine), in order.
   std::vector<uint64_t> outermostStartsNs;
+  std::vector<std::pair<uint64_t, uint64_t>> simulatorIntervalsNs;  // Note [The simulator's own transfers]
   std::string droppedMessage;  // empty unless the runtime dropped records (ActivityDrain)
 };
 
@@ -57,8 +58,10 @@ struct ActivityRecordingResult {
 // on the host and copies them to the device: work of the simulator that a
 // real device does not do. The operators called while a SimulatorTransfers
 // lives on a thread are recorded under the name kSimulatorTransfer, and not
-// among the operator starts, so that a tool modelling a real device
-// (openreg-perf) can leave their work out.
+// among the operator starts, and the time it lives is recorded as one of the
+// simulator's own intervals (so a host wait in it, the executor checking a
+// first call, is the simulator's too), so that a tool modelling a real
+// device (openreg-perf) can leave their work and waits out.
 inline constexpr const char* kSimulatorTransfer = "openreg::simulator_transfer";
 
 class SimulatorTransfers {
@@ -67,6 +70,9 @@ class SimulatorTransfers {
   ~SimulatorTransfers();
   SimulatorTransfers(const SimulatorTransfers&) = delete;
   SimulatorTransfers& operator=(const SimulatorTransfers&) = delete;
+
+ private:
+  uint64_t startNs_ = 0;  // the outermost scope's, on the runtime's clock
 };
 
 // Starts recording: the runtime's activity records (an ActivityDrain), and

@@ -94,7 +94,7 @@ void bindActivityRecording(py::module_ m) {
                        result.activity.size() * sizeof(orActivity));
     return py::make_tuple(activity, sizeof(orActivity), operatorCalls(result),
                           py::cast(result.operatorStartsNs), py::cast(result.outermostStartsNs),
-                          result.droppedMessage);
+                          py::cast(result.simulatorIntervalsNs), result.droppedMessage);
   });
 }
 

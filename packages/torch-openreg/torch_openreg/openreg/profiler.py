@@ -127,7 +127,11 @@ class ActivityRecording:
     records carry as ``external_correlation_id``. ``operator_starts_ns``:
     when every recorded call began (runtime clock), sorted;
     ``outermost_starts_ns``: those of the calls no other recorded call made
-    (the calls Python makes, and autograd's engine). ``complete``:
+    (the calls Python makes, and autograd's engine).
+    ``simulator_intervals_ns``: (start, end) of each time the simulator
+    worked for itself (Note [The simulator's own transfers]): a host wait
+    in one is the simulator's (the executor checking a call, or its copy
+    of a result), which a real device's host would not make. ``complete``:
     False if the runtime dropped records (its buffer was full), which
     record_activity() also warns about."""
 
@@ -135,6 +139,7 @@ class ActivityRecording:
     operators: dict[int, OperatorRecord] = field(default_factory=dict)
     operator_starts_ns: list[int] = field(default_factory=list)
     outermost_starts_ns: list[int] = field(default_factory=list)
+    simulator_intervals_ns: list[tuple[int, int]] = field(default_factory=list)
     complete: bool = True
 
 
@@ -151,12 +156,13 @@ def record_activity() -> Iterator[ActivityRecording]:
     try:
         yield recording
     finally:
-        data, size, (ids, calls), starts, outermost, dropped = _C._stop_activity_recording()
+        data, size, (ids, calls), starts, outermost, simulator, dropped = _C._stop_activity_recording()
         with _without_cycle_collection():
             recording.activity = _activity_records(data, size)
             recording.operators = _operator_records(ids, calls)
         recording.operator_starts_ns = sorted(starts)
         recording.outermost_starts_ns = sorted(outermost)
+        recording.simulator_intervals_ns = sorted(simulator)
         if dropped:
             recording.complete = False
             warnings.warn(dropped, RuntimeWarning, stacklevel=3)
