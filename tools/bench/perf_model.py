@@ -208,14 +208,16 @@ def _add_fitted_sections(path: Path) -> None:
     """A datasheet-only profile whose chip now has rows: [efficiency] and [collectives] as the defaults
     have them (the fitted values go in next), and an empty [provenance]."""
     sections = (SOURCE_PROFILES / "_defaults.toml").read_text().split("\n[efficiency]")[1]
-    sections = sections.split("\n[held_out_error]")[0].replace("device-independent", "this chip's")
+    # Not the architectures' levels, nor the held-out errors, which follow them: the defaults' own.
+    sections = sections.split("\n[architecture.")[0].split("\n[held_out_error]")[0]
+    sections = sections.replace("device-independent", "this chip's")
     path.write_text(path.read_text().rstrip() + "\n\n[efficiency]" + sections.rstrip() + "\n\n[provenance]\n")
 
 
 def _write_values(path: Path, values: dict, provenance: dict | None) -> None:
     section, lines = None, []
     for line in path.read_text().splitlines():
-        header = re.match(r"^\[(\w+)\]", line)
+        header = re.match(r"^\[([\w.]+)\]", line)  # [architecture.hopper] too: a section of its own
         section = header.group(1) if header else section
         if section == "provenance" and not header and provenance is not None:
             continue  # rewritten below
@@ -503,7 +505,10 @@ def main() -> None:
     arguments = parser.parse_args()
     parts = ["calibration"] if arguments.calibration_only else arguments.parts
     if "calibration" in parts or arguments.write_profiles:
-        table = calibration_table()
+        try:
+            table = calibration_table()
+        except published.CalibrationRowError as error:
+            sys.exit(f"perf_model.py: {error}")
         print_calibration(table, every_row=arguments.rows)
         if arguments.write_profiles:
             write_profiles(table)

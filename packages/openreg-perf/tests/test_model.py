@@ -582,6 +582,28 @@ def test_writing_the_fitted_profiles_takes_a_users_profile_too(perf_bench, calib
     assert (source / "h100-sxm.toml").read_text() == Path(load_profile("h100-sxm").path).read_text()
 
 
+def test_a_datasheet_only_profile_given_fitted_sections_still_loads(perf_bench, tmp_path, monkeypatch):
+    """A vendor's datasheet-only profile whose chip gets rows takes the defaults' [efficiency] and
+    [collectives] (the fit's values go in next), never the architectures' levels beside them in
+    _defaults.toml, which made the profile fail to load; writing values leaves those tables alone."""
+    import shutil
+
+    source = tmp_path / "source"
+    shutil.copytree(perf_bench.SOURCE_PROFILES, source)
+    monkeypatch.setattr(perf_bench, "SOURCE_PROFILES", source)
+    mine = tmp_path / "acme-x1.toml"
+    mine.write_text(Path(load_profile("l4").path).read_text().replace('name = "l4"', 'name = "acme-x1"'))
+    perf_bench._add_fitted_sections(mine)
+    perf_bench._write_values(mine, {"gemm_16bit_fraction": 0.5}, {"gemm_16bit": "fitted: 30 rows"})
+    profile = load_profile(mine)
+    assert profile.efficiency.gemm_16bit_fraction == 0.5 and "[architecture." not in mine.read_text()
+    before = (source / "_defaults.toml").read_text().splitlines()
+    perf_bench._write_values(source / "_defaults.toml", {"gemm_16bit_fraction": 0.5}, None)
+    after = (source / "_defaults.toml").read_text().splitlines()
+    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    assert [new for _, new in changed] == ["gemm_16bit_fraction = 0.5"], changed  # [efficiency]'s, no architecture's
+
+
 FIT_TWO_DEVICES = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
