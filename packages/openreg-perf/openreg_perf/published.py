@@ -130,15 +130,30 @@ def read_rows(path: str | Path) -> list[dict]:
         return list(csv.DictReader(line for line in file if not line.startswith("#")))
 
 
+class CalibrationRowError(ValueError):
+    """A row of a calibration CSV that the model cannot read."""
+
+
+# What a row of calibration.csv may say, as a refused row is told.
+ROW_FORMS = ("workload: 'GEMM ...' (config 'M=.. K=.. N=..'), 'matmul max achievable ...' (config 'MxNxK'), "
+             "'softmax ...', 'layernorm ...' or 'gelu ...' (config as the shipped rows'), a name with 'all_reduce', "
+             f"or one with 'copy'; precision: {', '.join(_DTYPES)}; unit: {', '.join(_UNITS)}")
+
+
 def cases_of(rows: Iterable[dict]) -> tuple[list[Case], list[str]]:
-    """The cases of calibration.csv's rows, and the hardware names no profile names (left out)."""
+    """The cases of calibration.csv's rows, and the hardware names no profile names (left out). A row the
+    model cannot read is refused, naming it and what a row may say."""
     cases, unknown = [], []
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         device = chip_of(row["hardware"])
         if device is None:
             unknown.append(row["hardware"])
-        else:
+            continue
+        try:
             cases.append(_case(row, device))
+        except (KeyError, ValueError, AttributeError, TypeError) as error:
+            raise CalibrationRowError(f"calibration row {number} ({_label(row)}) cannot be read "
+                                      f"({type(error).__name__}: {error}); {ROW_FORMS}") from None
     return cases, sorted(set(unknown))
 
 
@@ -158,7 +173,9 @@ def _case(row: dict, device: str) -> Case:
         return _memory_kernel_case(row, device)
     if "all_reduce" in workload:
         return _all_reduce_case(row, device)
-    return _copy_case(row, device)
+    if "copy" in workload:
+        return _copy_case(row, device)
+    raise ValueError(f"no model for the workload {workload!r}")
 
 
 def _mm(config: str, pattern: str, order: str, dtype: str) -> OpCall:

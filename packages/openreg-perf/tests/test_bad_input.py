@@ -221,3 +221,24 @@ def test_a_run_refuses_a_negative_top_and_a_trace_path_of_none():
         run.summary(top=-2)
     with pytest.raises(TypeError):
         run.export_chrome_trace(None)
+
+
+GEMM_ROW = {"workload": "GEMM torch.matmul", "config": "M=64 K=64 N=64", "precision": "FP16",
+            "hardware": "NVIDIA H100 80GB HBM3", "metric": "latency", "value": "0.01", "unit": "ms", "source": "x"}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"workload": "add", "config": "16777216 elements"}, "no model for the workload 'add'"),  # was fitted as a copy
+    ({"precision": "bf16"}, "KeyError: 'bf16'"),
+    ({"config": "4096x4096x4096"}, "AttributeError"),
+    ({"unit": "s"}, "KeyError: 's'"),
+])
+def test_a_calibration_row_the_model_cannot_read_is_refused_naming_it_and_what_a_row_may_say(change, named):
+    from openreg_perf import published
+
+    published.cases_of([GEMM_ROW])  # as shipped: read
+    with pytest.raises(published.CalibrationRowError) as refused:
+        published.cases_of([GEMM_ROW, GEMM_ROW | change])
+    message = str(refused.value)
+    assert message.startswith("calibration row 2 (") and named in message
+    assert "precision: FP16, BF16, FP8 e4m3, FP32; unit: ms, us" in message
