@@ -153,9 +153,11 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{classes}; tools/bench/perf_model.py)")
     lines.append(f"  host               {_host_line(profile, report.host)}")
     if profile.defaulted:
-        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: the "
-                     f"{defaults_label(profile.architecture)} "
-                     f"defaults are used (profiles/_defaults.toml)")
+        taken = ", ".join(f"[{section}] " + ("the bundled server host's" if section == "host" else
+                                              f"the {defaults_label(profile.architecture)} defaults")
+                          for section in profile.defaulted)
+        lines.append(f"  profile            leaves out [{'], ['.join(profile.defaulted)}]: used instead, "
+                     f"{taken} (profiles/_defaults.toml)")
     for device, busy in report.busy_s.items():
         idle = max(0.0, report.total_s - busy)
         lines.append(f"  device {device}           busy {_time(busy)}, idle {_time(idle)} "

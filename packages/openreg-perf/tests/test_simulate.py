@@ -118,6 +118,17 @@ def _model_zoo():
     return module
 
 
+def test_a_report_on_a_chip_without_measurements_names_what_stands_in_for_each_section(tmp_path):
+    """The bundled server host stands in for [host], the architecture's levels for the fitted sections."""
+    datasheet = Path(openreg_perf.load_profile("h100-sxm").path).read_text().split("\n[host]")[0]
+    (tmp_path / "new-chip.toml").write_text(datasheet.replace('name = "h100-sxm"', 'name = "new-chip"'))
+    x = torch.ones(64, 64, device="openreg")
+    with openreg_perf.simulate(tmp_path / "new-chip.toml") as run:
+        x @ x
+    assert ("leaves out [host], [efficiency], [collectives]: used instead, [host] the bundled server host's, "
+            "[efficiency] the hopper chips' defaults, [collectives] the hopper chips' defaults") in run.summary()
+
+
 class DemoCNN(nn.Module):
     """tools/demo.py's CNN, its loss included, as the benchmarks' models have theirs."""
 
