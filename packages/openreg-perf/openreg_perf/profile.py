@@ -10,7 +10,9 @@ import difflib
 import functools
 import math
 import os
+import reprlib
 import tomllib
+import warnings
 from dataclasses import MISSING, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -311,7 +313,12 @@ def _build(table: dict, path: str) -> Profile:
     architecture = table.get("architecture", "")
     if not isinstance(architecture, str) or architecture != architecture.lower():
         raise ProfileError(f"{path}: field 'architecture' must be a lower-case name such as \"hopper\", "
-                           f"not {architecture!r}")
+                           f"not {reprlib.repr(architecture)}")
+    known = architecture_levels()
+    close = difflib.get_close_matches(architecture, known, n=1, cutoff=0.85) if architecture not in known else []
+    if close:  # a new chip's own architecture is welcome; a misspelt one would lose its levels unseen
+        warnings.warn(f"{path}: architecture {architecture!r} is none the fit knows, so the device-independent "
+                      f"levels are used: did you mean {close[0]!r}?", stacklevel=3)
     sections, defaulted = {}, []
     for section, record in _SECTIONS.items():
         values = table.get(section)

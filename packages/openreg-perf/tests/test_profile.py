@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from openreg_perf.profile import (
@@ -265,3 +266,23 @@ def test_the_host_calibration_writes_a_profile_that_loads(tmp_path):
     bundled = load_profile("h100-sxm").host  # Python's time for a call, a module, a step: not measured here
     assert (profile.host.outer_call_s, profile.host.module_call_s, profile.host.optimizer_step_s) == (
         bundled.outer_call_s, bundled.module_call_s, bundled.optimizer_step_s)
+
+
+def test_a_misspelt_architecture_is_warned_of_and_a_new_one_is_welcome(tmp_path, recwarn):
+    """An architecture the fit does not know takes the device-independent levels: a new chip's own
+    ("acme", "cdna2") silently, a near miss of a known one ("hoper") with a warning naming it."""
+    datasheet = Path(load_profile("h100-sxm").path).read_text().split("\n[host]")[0]
+    for architecture in ("acme", "cdna2", "hoper"):
+        path = tmp_path / f"chip-{architecture}.toml"
+        path.write_text(datasheet.replace('"hopper"', f'"{architecture}"'))
+        load_profile(path)
+    said = [str(warning.message) for warning in recwarn.list if issubclass(warning.category, UserWarning)]
+    assert said == [f"{tmp_path / 'chip-hoper.toml'}: architecture 'hoper' is none the fit knows, so the "
+                    "device-independent levels are used: did you mean 'hopper'?"]
+    path = tmp_path / "chip-table.toml"
+    table = "{" + ", ".join(f"level{i} = {i}" for i in range(40)) + "}"  # as a bad write once left it
+    path.write_text(datasheet.replace('architecture = "hopper"', f"architecture = {table}"))
+    _refused(path, "field 'architecture' must be a lower-case name")
+    with pytest.raises(ProfileError) as refused:
+        load_profile(path)
+    assert len(str(refused.value)) < 300  # not the whole table
