@@ -433,23 +433,23 @@ def copy_seconds(nbytes: float, kind: str, pinned: bool, profile: Profile) -> fl
     if kind in ("h2d", "d2h"):
         if not pinned:
             return links.host_latency_s + nbytes / links.host_pageable_bytes_per_s
-        return links.host_latency_s + nbytes / (links.host_pinned_bytes_per_s * profile.efficiency.copy_fraction)
+        return links.host_latency_s + nbytes / (copy_rate(kind, profile) * profile.efficiency.copy_fraction)
     if kind == "d2d":  # read and write the same memory
         return queued_seconds(_memory_seconds(2 * nbytes, profile, profile.efficiency.elementwise_memory_fraction),
                               profile)
     if kind == "p2p":
-        peer_rate = _link_rate(profile, ranks=2)
-        return links.device_link_latency_s + nbytes / (peer_rate * profile.efficiency.copy_fraction)
+        return links.device_link_latency_s + nbytes / (copy_rate(kind, profile) * profile.efficiency.copy_fraction)
     raise ValueError(f"unknown copy kind {kind!r}; one of {', '.join(COPY_KINDS)}")
 
 
 def copy_rate(kind: str, profile: Profile) -> float:
     """The datasheet rate a copy of this kind moves its bytes at, against which the report measures it:
     the pinned host link, the peer link, or half the memory bandwidth within a device (read and write)."""
-    links = profile.links
-    rates = {"h2d": links.host_pinned_bytes_per_s, "d2h": links.host_pinned_bytes_per_s,
-             "d2d": profile.memory.bandwidth_bytes_per_s / 2, "p2p": _link_rate(profile, ranks=2)}
-    return rates[kind]
+    if kind in ("h2d", "d2h"):
+        return profile.links.host_pinned_bytes_per_s
+    if kind == "p2p":
+        return _link_rate(profile, ranks=2)
+    return profile.memory.bandwidth_bytes_per_s / 2
 
 
 def _link_rate(profile: Profile, ranks: int) -> float:

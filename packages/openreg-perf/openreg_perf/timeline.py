@@ -260,8 +260,10 @@ class _Replay:
         where it starts."""
         cost = cost_of(work.op) if work.op is not None and not _backend_setup(work) else None
         if work.kind == "memcpy":
-            seconds, kind = self._copy_seconds(work, cost, pinned), COPY_KINDS.get(work.name, "d2d")
-            achieved = cost.bytes_read / seconds / copy_rate(kind, self.profile) if cost and seconds else 0.0
+            kind, nbytes = COPY_KINDS.get(work.name, "d2d"), cost.bytes_read if cost is not None else 0.0
+            # A copy the host waited for has a pageable side (or was synchronous): the slower rate.
+            seconds = copy_seconds(nbytes, kind, pinned, self.profile)
+            achieved = nbytes / seconds / copy_rate(kind, self.profile) if seconds else 0.0
             return seconds, "copy", "memory", achieved, cost
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
             nbytes = message_bytes(work.op) if work.op is not None else 0.0
@@ -285,12 +287,6 @@ class _Replay:
             return None
         allowed = self.trace.tf32_convolution if cost.kind == "conv" else self.trace.tf32_matmul
         return "tf32" if allowed and cost.kind in MATRIX_KINDS else None
-
-    def _copy_seconds(self, work: Work, cost: Cost | None, pinned: bool) -> float:
-        kind = COPY_KINDS.get(work.name, "d2d")
-        nbytes = cost.bytes_read if cost is not None else 0.0
-        # A copy the host waited for has a pageable side (or was synchronous): the slower rate.
-        return copy_seconds(nbytes, kind, pinned, self.profile)
 
     def _completion(self, wait: HostWait) -> float:
         """When the predicted work a host wait waits for ends."""
