@@ -75,7 +75,6 @@ class Case:
     tf32: bool | None = None  # FP32 matrix products and convolutions on TF32 units; None: PyTorch's defaults
     max_calls: int = 2000
     unit: str = "us"
-    cuda_only: bool = False
 
 
 def launch_cases() -> list[Case]:
@@ -137,7 +136,7 @@ def gemm_cases() -> list[Case]:
         for m, k, n in GEMM_SHAPES + ASSORTED_GEMM_SHAPES:
             cases.append(Case("GEMM torch.matmul", f"M={m} K={k} N={n}", precision,
                               matmul(m, k, n, DTYPES[precision]), tf32=precision == "TF32", device_row=True))
-    cases += [Case("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", scaled_mm(m, k, n), cuda_only=True)
+    cases += [Case("GEMM torch._scaled_mm", f"M={m} K={k} N={n}", "FP8 e4m3", scaled_mm(m, k, n))
               for m, k, n in FP8_SHAPES]
     return cases
 
@@ -394,8 +393,6 @@ def tf32(enabled: bool | None) -> Iterator[None]:
 def too_big_for_a_dry_run(case: Case) -> bool:
     """--device cpu checks the script: cases beyond a few hundred MB of work are left out there."""
     numbers = [int(n) for n in re.findall(r"\d+", case.config)]
-    if case.cuda_only:
-        return True
     if case.workload.startswith("GEMM"):
         return numbers[0] * numbers[1] * numbers[2] > 1 << 27
     if case.workload.startswith(("kernel", "gelu")):
