@@ -287,6 +287,20 @@ def test_fp32_matrix_products_use_tf32_where_pytorch_s_flags_allow_it():
     assert rates / 3 < conv_fp32.seconds / conv_tf32.seconds <= rates * 1.01
 
 
+def test_an_fp8_product_runs_on_openreg_and_is_priced_on_the_fp8_units():
+    """torch._scaled_mm, which FP8 training (torchao's float8) calls for every linear layer: it runs on
+    openreg, and the prediction prices it at the FP8 rate, twice the BF16 one on an H100."""
+    h100 = openreg_perf.load_profile("h100-sxm")
+    x = torch.randn(4096, 4096, device="openreg").to(torch.float8_e4m3fn)
+    w = torch.randn(4096, 4096, device="openreg").to(torch.float8_e4m3fn).t()  # column-major, as CUDA's needs
+    one = torch.ones((), device="openreg")
+    fp8 = _predicted_kernel(lambda: torch._scaled_mm(x, w, one, one, out_dtype=torch.bfloat16), h100)
+    a, b = x.to(torch.bfloat16), w.to(torch.bfloat16)
+    bf16 = _predicted_kernel(lambda: a @ b, h100)
+    assert (fp8.op, fp8.precision, fp8.known) == ("aten::_scaled_mm", "fp8", True)
+    assert 1.5 < bf16.seconds / fp8.seconds <= 2.1
+
+
 def test_the_command_line_runs_a_script_and_prints_its_report(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""

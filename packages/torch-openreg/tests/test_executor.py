@@ -204,6 +204,28 @@ def test_synchronous_out_variants_are_sized_on_the_host():
                                rtol=1e-4, atol=1e-4)
 
 
+def test_an_out_variant_without_a_meta_kernel_takes_its_functional_twins_answer():
+    """Note [An out= operator without a Meta kernel]: _scaled_mm.out, which Inductor's code for float8
+    training calls, has none where _scaled_mm has one. With the twin's answer it is sized without the CPU
+    kernel, so timing-only mode runs it, and it matches the CPU."""
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm.out", "Meta")
+    a = torch.randn(64, 128).to(torch.float8_e4m3fn)
+    b = torch.randn(32, 128).to(torch.float8_e4m3fn).t()
+    scale = torch.tensor(0.5)
+    expected = torch._scaled_mm(a, b, scale, scale, out_dtype=torch.bfloat16)
+    out = torch.empty(0, dtype=torch.bfloat16, device="openreg")  # resized, as the out= kernel resizes it
+    torch._scaled_mm(*on_device(a, b, scale, scale), out_dtype=torch.bfloat16, out=out)
+    assert_matches_cpu(out, expected)
+    torch.openreg.set_timing_only(True)
+    try:
+        skipped = torch.empty(0, dtype=torch.bfloat16, device="openreg")
+        torch._scaled_mm(*on_device(a, b, scale, scale), out_dtype=torch.bfloat16, out=skipped)
+        torch.openreg.synchronize()
+    finally:
+        torch.openreg.set_timing_only(False)
+    assert skipped.shape == (64, 32)
+
+
 def test_conjugated_and_negated_views_copy_everywhere():
     x = torch.randn(4, dtype=torch.complex64)
     device = x.to("openreg")

@@ -1,8 +1,8 @@
 """Quantization on openreg with torchao, PyTorch's quantization library:
 quantize_ applied to a model on openreg gives the results the same
 configuration gives on the CPU, with no operator falling back to the CPU,
-eagerly and under torch.compile, and quantization-aware training trains to
-the CPU's bits. (PyTorch's legacy quantized tensors, torch.quantize_per_tensor
+eagerly and under torch.compile, and quantization-aware training and float8
+training train to the CPU's bits. (PyTorch's legacy quantized tensors, torch.quantize_per_tensor
 and friends: test_quantized_tensors.py.)"""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 torchao_quantization = pytest.importorskip("torchao.quantization", reason="the 'quantization' dependency group")
+torchao_float8 = pytest.importorskip("torchao.float8", reason="the 'quantization' dependency group")
 
 CONFIGS = {
     "int8_weight_only": torchao_quantization.Int8WeightOnlyConfig,
@@ -117,3 +118,34 @@ def test_quantization_aware_training_on_openreg_matches_the_cpu():
     torch.testing.assert_close(on_openreg(x.to("openreg")).cpu(), on_cpu(x), rtol=0, atol=0)
     assert torch.openreg.fallback_counts() == {}
 
+
+
+# LITERALINCLUDE START: FLOAT8_TRAINING_ON_OPENREG
+def float8_trained(model: nn.Module, device: str, steps: int = 3) -> list[float]:
+    """torchao's float8 training: each nn.Linear casts its input, weight and
+    output gradient to float8 with a scale per tensor (dynamic scaling) and
+    multiplies them with torch._scaled_mm; the losses per step."""
+    torchao_float8.convert_to_float8_training(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x, target = torch.randn(16, 64).to(device), torch.randn(16, 16).to(device)
+        loss = nn.functional.mse_loss(model(x), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+# LITERALINCLUDE END: FLOAT8_TRAINING_ON_OPENREG
+
+
+def test_float8_training_on_openreg_matches_the_cpu():
+    torch.manual_seed(0)
+    model = mlp()
+    on_cpu, on_openreg = copy.deepcopy(model), copy.deepcopy(model).to("openreg")
+    assert float8_trained(on_openreg, "openreg") == float8_trained(on_cpu, "cpu")
+    assert type(on_openreg[0]).__name__ == "Float8Linear"
+    for trained, reference in zip(on_openreg.parameters(), on_cpu.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach().cpu(), reference.detach(), rtol=0, atol=0)
+    assert torch.openreg.fallback_counts() == {}

@@ -46,6 +46,32 @@ at::Tensor toMeta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
 }
 
+// Note [An out= operator without a Meta kernel]
+// A few out= forms have no Meta kernel where their functional twin has one:
+// _scaled_mm.out, which the code Inductor generates for float8 training
+// calls. Without a Meta answer every call would run synchronously, and
+// timing-only mode could not run it at all. The twin's answer is the out=
+// kernel's: it resizes each out= tensor to the twin's result (a dtype that
+// differs is left to the CPU kernel to accept or refuse).
+std::shared_ptr<const Stack> inferOnFunctionalTwin(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const auto& schema = op.schema();
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return nullptr;  // its own Meta kernel refused
+  std::optional<c10::OperatorHandle> functional = c10::Dispatcher::singleton().findOp({schema.name(), ""});
+  if (!functional || !functional->hasSchema() || !isOutVariantOf(schema, functional->schema())) return nullptr;
+  size_t inputs = functional->schema().arguments().size();
+  std::shared_ptr<const Stack> answer = inferOnMeta(*functional, args.slice(0, inputs));
+  if (answer == nullptr || answer->size() != args.size() - inputs) return nullptr;
+  auto results = std::make_shared<Stack>();
+  for (size_t i = 0; i < answer->size(); ++i) {
+    const at::Tensor& computed = (*answer)[i].toTensor();
+    at::Tensor out = toMeta(args[inputs + i].toTensor());
+    if (out.scalar_type() != computed.scalar_type()) return nullptr;
+    if (out.sizes() != computed.sizes()) out.resize_(computed.sizes());
+    results->push_back(std::move(out));
+  }
+  return results;
+}
+
 }  // namespace
 
 std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
@@ -60,8 +86,23 @@ std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::Arr
   } catch (const std::exception&) {
     // No Meta kernel, a data-dependent result, or a Python meta function
     // that refused: the CPU kernel will say whether it was a real error.
-    return nullptr;
+    return inferOnFunctionalTwin(op, args);
   }
+}
+
+bool isOutVariantOf(const c10::FunctionSchema& out, const c10::FunctionSchema& functional) {
+  const auto& inputs = functional.arguments();
+  const auto& results = functional.returns();
+  if (out.arguments().size() != inputs.size() + results.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::Argument& a = out.arguments()[i];
+    if (a.name() != inputs[i].name() || *a.type() != *inputs[i].type() || a.alias_info()) return false;
+  }
+  for (size_t i = inputs.size(); i < out.arguments().size(); ++i) {
+    const c10::Argument& a = out.arguments()[i];
+    if (!isOutArgument(a) || a.type()->kind() != c10::TypeKind::TensorType) return false;
+  }
+  return true;
 }
 
 std::string operatorName(const c10::OperatorHandle& op) {

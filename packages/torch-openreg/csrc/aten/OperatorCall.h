@@ -47,6 +47,9 @@ std::string operatorName(const c10::OperatorHandle& op);
 bool isGeneratorArgument(const c10::Argument& argument);
 // An out= argument: written, and keyword-only.
 bool isOutArgument(const c10::Argument& argument);
+// Whether out is functional's out= twin (add.out of add.Tensor): the same
+// arguments, then one out= tensor per result.
+bool isOutVariantOf(const c10::FunctionSchema& out, const c10::FunctionSchema& functional);
 
 // What an operator's schema says about its results.
 struct Signature {
@@ -81,7 +84,9 @@ class KernelArguments {
 };
 
 // The Meta kernel's results for op on args (meta tensors), or null when it
-// has none or cannot know them (data-dependent shapes).
+// has none or cannot know them (data-dependent shapes). An out= operator
+// without a Meta kernel takes its functional twin's (Note [An out= operator
+// without a Meta kernel] in OperatorCall.cpp).
 std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
 // Kernel only: calls op's CPU kernel on the stack, out= kernels that would

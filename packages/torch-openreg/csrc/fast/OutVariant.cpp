@@ -15,30 +15,6 @@
 namespace torch_openreg::fast {
 namespace {
 
-// LITERALINCLUDE START: EXECUTOR_OUT_VARIANT
-// Note [Writing results straight into device memory]
-// A functional operator's CPU kernel returns new CPU tensors, which would
-// then be copied into the device outputs: a second pass over the data and a
-// fresh host allocation per call. Most functional operators have an out=
-// twin (add.Tensor and add.out) taking the same arguments plus one out=
-// tensor per result; the executor calls that twin with the device outputs,
-// so the CPU kernel writes the results where they belong.
-bool isOutVariantOf(const c10::FunctionSchema& out, const c10::FunctionSchema& functional) {
-  const auto& inputs = functional.arguments();
-  const auto& results = functional.returns();
-  if (out.arguments().size() != inputs.size() + results.size()) return false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const c10::Argument& a = out.arguments()[i];
-    if (a.name() != inputs[i].name() || *a.type() != *inputs[i].type() || a.alias_info()) return false;
-  }
-  for (size_t i = inputs.size(); i < out.arguments().size(); ++i) {
-    const c10::Argument& a = out.arguments()[i];
-    if (!isOutArgument(a) || a.type()->kind() != c10::TypeKind::TensorType) return false;
-  }
-  return true;
-}
-// LITERALINCLUDE END: EXECUTOR_OUT_VARIANT
-
 bool allDefinedTensors(const std::vector<c10::IValue>& values) {
   return std::all_of(values.begin(), values.end(),
                      [](const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); });
@@ -46,6 +22,15 @@ bool allDefinedTensors(const std::vector<c10::IValue>& values) {
 
 }  // namespace
 
+// LITERALINCLUDE START: EXECUTOR_OUT_VARIANT
+// Note [Writing results straight into device memory]
+// A functional operator's CPU kernel returns new CPU tensors, which would
+// then be copied into the device outputs: a second pass over the data and a
+// fresh host allocation per call. Most functional operators have an out=
+// twin (add.Tensor and add.out) taking the same arguments plus one out=
+// tensor per result; the executor calls that twin with the device outputs,
+// so the CPU kernel writes the results where they belong (isOutVariantOf
+// in aten/OperatorCall.cpp says which operator is a twin).
 std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& functional) {
   if (functional.is_mutable() || functional.returns().empty()) return std::nullopt;
   for (const c10::Argument& result : functional.returns()) {
@@ -64,6 +49,7 @@ std::optional<c10::OperatorHandle> findOutVariant(const c10::FunctionSchema& fun
   }
   return std::nullopt;
 }
+// LITERALINCLUDE END: EXECUTOR_OUT_VARIANT
 
 bool launchIntoOutputs(const c10::OperatorHandle& op, const std::optional<c10::OperatorHandle>& outVariant,
                        const std::string& label, c10::ArrayRef<c10::IValue> args,
