@@ -117,6 +117,17 @@ of a 50 MB L2, and the H200's FP32 softmax over rows of 16,384 runs at 64 % of i
 one pass (3.1 TB/s), 129 % counting three. Where they do not fit (a V100's 6 MB), every pass reads the
 device's memory. Turing runs one such block per SM, GA10x and Ada one and a half: there the model
 overstates what is in flight (a T4 is taken to spill rows of 64 KiB that its 4 MB would hold).
+
+Note [Collectives across nodes]
+links.network_bytes_per_s is one device's NIC (a DGX H100 has eight 400 Gb/s NICs, one per GPU). A
+group of n ranks, g of them on each node, that spans nodes runs its rings (all_reduce, all_gather,
+reduce_scatter, broadcast; and NCCL's tree of nodes) on several channels: each leaves a node through
+another rank's NIC, so the node's g NICs share what the group sends to the next node, which is what
+each rank sends to its neighbour, traffic * bytes. The rate is min(device link, g * NIC): on DGX
+H100s, eight NICs' 400 GB/s beside NVLink's 450, not one NIC's 50. A group with one rank per node
+(the data-parallel replicas of a pipeline) has one NIC each. An all_to_all instead sends each other node its share
+directly: (n - g) / n of the buffer through the rank's own NIC, beside (g - 1) / n over the device
+link. Each step of an algorithm across nodes pays the network's latency.
 """
 
 from __future__ import annotations
@@ -475,23 +486,27 @@ def bus_bandwidth_factor(op: str, ranks: int) -> float:
 
 
 def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str | None = None,
-                       spans_nodes: bool | None = None) -> float:
+                       ranks_per_node: int | None = None) -> float:
     """Predicted time of one collective, with nccl-tests' size convention (all_reduce, broadcast: the
     buffer; all_gather: the gathered output; reduce_scatter: the input; all_to_all: what one rank sends).
     algorithm: "ring", "tree" or "switch" (in-network reduction), or None for the fastest available.
-    spans_nodes: whether the ranks are on more than one node; by default, whether there are more of them
-    than a node holds (consecutive ranks; a data-parallel group of pipelines spans nodes with fewer)."""
+    ranks_per_node: how many of the group's ranks each node holds; by default as many as fit
+    (consecutive ranks). A data-parallel group of pipelines has fewer: one rank per replica on a node.
+    The group spans nodes when it has more ranks than that (Note [Collectives across nodes])."""
     bus_bandwidth_factor(op, ranks)  # validates op
     if ranks <= 1:
         return 0.0
-    spans_nodes = ranks > profile.links.devices_per_node if spans_nodes is None else spans_nodes
-    available = _algorithms(op, profile, nbytes, spans_nodes)
+    per_node = min(ranks, profile.links.devices_per_node) if ranks_per_node is None else ranks_per_node
+    if not 1 <= per_node <= min(ranks, profile.links.devices_per_node):
+        raise ValueError(f"ranks_per_node must be between 1 and {min(ranks, profile.links.devices_per_node)} "
+                         f"({ranks} ranks, {profile.links.devices_per_node} devices a node), not {ranks_per_node!r}")
+    available = _algorithms(op, profile, nbytes, spans_nodes=ranks > per_node)
     if algorithm is not None:
         if algorithm not in available:
             raise ValueError(f"{algorithm!r} cannot run {op} on {profile.name} over {ranks} ranks; "
                              f"available: {', '.join(available)}")
         available = (algorithm,)
-    return min(_algorithm_seconds(op, nbytes, ranks, profile, name, spans_nodes) for name in available)
+    return min(_algorithm_seconds(op, nbytes, ranks, profile, name, per_node) for name in available)
 
 
 def _algorithms(op: str, profile: Profile, nbytes: float, spans_nodes: bool) -> tuple[str, ...]:
@@ -505,19 +520,22 @@ def _algorithms(op: str, profile: Profile, nbytes: float, spans_nodes: bool) -> 
 
 
 def _algorithm_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str,
-                       spans_nodes: bool) -> float:
+                       ranks_per_node: int) -> float:
     links, params = profile.links, profile.collectives
-    rate = _link_rate(profile, ranks)
-    extra_latency = 0.0
-    if spans_nodes:  # crosses nodes: each rank's share of the network is the limit
-        rate = min(rate, links.network_bytes_per_s)
-        extra_latency = links.network_latency_s
+    rate = _link_rate(profile, ranks_per_node)
     if algorithm == "switch":
         return params.switch_setup_s + nbytes / (rate * params.switch_fraction)
     if algorithm == "tree":
         steps, traffic = 2 * math.ceil(math.log2(ranks)), 2.0
     else:
         steps, traffic = _ring_steps(op, ranks), bus_bandwidth_factor(op, ranks)
+    extra_latency = 0.0
+    if ranks > ranks_per_node:  # Note [Collectives across nodes]
+        extra_latency, network = links.network_latency_s, links.network_bytes_per_s
+        if op == "all_to_all":  # what a rank sends to other nodes leaves through its own NIC (as bytes at rate)
+            traffic = max((ranks_per_node - 1) / ranks, (ranks - ranks_per_node) / ranks * rate / network)
+        else:  # the group's rings leave each node through the NICs of all its ranks there
+            rate = min(rate, ranks_per_node * network)
     protocols = ((params.simple_step_s, params.simple_fraction),
                  (params.low_latency_step_s, params.low_latency_fraction))
     return min(steps * (alpha + extra_latency) + traffic * nbytes / (rate * fraction) for alpha, fraction in protocols)

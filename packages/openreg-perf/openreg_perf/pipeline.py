@@ -243,9 +243,11 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     # Each device's gradients (its tensor-parallel rank's share of its stages' parameters), summed over its
     # replicas once its last backward has made them final; a bucketed reduction (DDP's) could start during
     # that backward, so this is the later bound.
-    spans_nodes = devices * tensor_parallel * data_parallel > per_node
+    # A replica's devices are consecutive: a device's data-parallel group has a rank on each node that
+    # holds whole replicas, one a node otherwise.
+    replicas_per_node = min(data_parallel, max(1, per_node // (devices * tensor_parallel)))
     reductions = [collective_seconds("all_reduce", sum(s.parameter_bytes for s in stages[d::devices]) / tensor_parallel,
-                                     data_parallel, profile, spans_nodes=spans_nodes) for d in range(devices)]
+                                     data_parallel, profile, ranks_per_node=replicas_per_node) for d in range(devices)]
     return PipelinePrediction(schedule, devices, chunks, micro_batches, max(op.end_s for op in operations),
                               reductions, operations)
 # LITERALINCLUDE END: PREDICT_PIPELINE

@@ -499,6 +499,27 @@ def test_the_fastest_algorithm_is_chosen_by_default():
         assert across == min(collective_seconds("all_reduce", size, 16, H100, name) for name in ("ring", "tree"))
 
 
+def test_a_group_across_nodes_sends_through_the_nics_of_its_ranks_on_each_node():
+    """Note [Collectives across nodes]: 16 ranks, 8 a node, run their rings through every NIC of a node (a
+    DGX H100's eight give 400 GB/s); a data-parallel group of pipelines, one rank a node, has one NIC each;
+    an all_to_all sends what goes to the other node through each rank's own NIC."""
+    size, links, fraction = 1 << 34, H100.links, H100.collectives.simple_fraction
+
+    def bus_bandwidth(ranks, ranks_per_node=None, op="all_reduce"):
+        seconds = collective_seconds(op, size, ranks, H100, "ring", ranks_per_node=ranks_per_node)
+        return bus_bandwidth_factor(op, ranks) * size / seconds
+
+    nodes = min(links.device_link_bytes_per_s, 8 * links.network_bytes_per_s)
+    assert bus_bandwidth(16) == pytest.approx(nodes * fraction, rel=0.01)
+    assert 0.95 * nodes * fraction < bus_bandwidth(64) < nodes * fraction  # less its 126 steps' latency
+    assert bus_bandwidth(16, ranks_per_node=1) == pytest.approx(links.network_bytes_per_s * fraction, rel=0.01)
+    assert bus_bandwidth(8) == pytest.approx(links.device_link_bytes_per_s * fraction, rel=0.01)  # one node
+    half_leaves = collective_seconds("all_to_all", size, 16, H100)
+    assert half_leaves == pytest.approx(size / 2 / (links.network_bytes_per_s * fraction), rel=0.01)
+    with pytest.raises(ValueError, match="ranks_per_node must be between 1 and 8"):
+        collective_seconds("all_reduce", size, 16, H100, ranks_per_node=16)
+
+
 def test_nccl_s_tree_spans_nodes_only():
     """NCCL's tree is a tree of nodes; within one node it chains the GPUs, and NCCL runs a ring there
     (nccl-tests' 1 MiB all-reduce over 8 A100s: 102 us, a ring's 14 steps, not a tree's 6)."""

@@ -90,8 +90,8 @@ def test_a_device_reduces_its_gradients_while_the_devices_before_it_still_run_th
     # its reduction starts then.
     profile = load_profile("h100-sxm")
     stages = [StageTimes(1e-3, 2e-3, 1e6, parameter_bytes=nbytes) for nbytes in (1e8, 1e8, 1e8, 4e8)]
-    step = predict_pipeline(stages, profile, 8, data_parallel=8)  # 32 devices: replicas on other nodes
-    small, large = (collective_seconds("all_reduce", nbytes, 8, profile, spans_nodes=True) for nbytes in (1e8, 4e8))
+    step = predict_pipeline(stages, profile, 8, data_parallel=8)  # 32 devices: two replicas a node, on 4 nodes
+    small, large = (collective_seconds("all_reduce", nbytes, 8, profile, ranks_per_node=2) for nbytes in (1e8, 4e8))
     assert step.reductions_s == pytest.approx([small, small, small, large])
     assert step.last_backward_end_s(0) == pytest.approx(step.pipeline_s)
     earlier = 3 * (2e-3 + copy_seconds(1e6, "p2p", False, profile))
