@@ -117,7 +117,9 @@ class MemoryWatch:
             # Recursively: a module may use a child's parameters without calling it (attention's
             # output projection).
             self._modules.add(id(module))
-            for parameter in module.parameters():
+            # Not the tensors torch.func.functional_call puts in a parameter's place (MAML's adapted
+            # weights): computed, not the model's own, and kept alive by nothing but their call.
+            for parameter in (p for p in module.parameters() if p.is_leaf):
                 if id(parameter) not in self._parameters and parameter.requires_grad:
                     # The backward pass's moments: each gradient as it is accumulated.
                     self._handles.append(parameter.register_post_accumulate_grad_hook(lambda p: self._sample()))

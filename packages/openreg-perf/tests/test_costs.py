@@ -76,6 +76,28 @@ def test_mv_and_addmv():
     check(addmv, 2 * 3 * 4 + 3, (3 + 12 + 4) * 4, 3 * 4, "matmul")
 
 
+def test_dot_products_and_complex_products():
+    """torch.dot names its second operand "tensor" (vdot and matmul "other"): v @ v, torch.inner of two
+    vectors and tensordot(dims=2) call it. A complex multiply-add is four real multiplies and four adds."""
+    check(cost("aten::dot", [[1024], [1024]], [F32, F32]), 2 * 1024, 2 * 1024 * 4, 4, "matmul")
+    assert cost("aten::vdot", [[1024], [1024]], [F32, F32]).flops == 2 * 1024
+    complex_float = "c10::complex<float>"
+    assert cost("aten::mm", [[64, 128], [128, 32]], [complex_float] * 2).flops == 8 * 64 * 128 * 32
+
+
+def test_a_rule_that_fails_leaves_the_call_to_the_default_rule_with_a_warning(monkeypatch):
+    from openreg_perf.costs import registry
+
+    def broken(name, args):
+        raise AttributeError("a defect of the rule")
+
+    monkeypatch.setitem(registry._BY_NAME, "mm", broken)
+    monkeypatch.setattr(registry, "_FAILED", set())
+    with pytest.warns(RuntimeWarning, match=r"cost rule of aten::mm failed .*AttributeError: a defect"):
+        result = cost("aten::mm", [[64, 128], [128, 32]], [F32, F32])
+    assert result.known is False and result.bytes_read > 0
+
+
 def test_half_precision_matmul_uses_two_byte_elements():
     result = cost("aten::mm", [[64, 128], [128, 32]], [F16, F16])
     assert (result.bytes_read, result.bytes_written) == ((64 * 128 + 128 * 32) * 2, 64 * 32 * 2)

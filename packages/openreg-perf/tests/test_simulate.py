@@ -158,6 +158,26 @@ def test_every_operator_of_the_demos_and_benchmarks_models_has_a_cost_rule(name)
     assert run.report.unknown_operators == []
 
 
+def test_a_module_called_with_computed_weights_is_predicted_and_keeps_none_of_them():
+    """torch.func.functional_call with computed weights (MAML's adapted ones), which accumulate no
+    gradient: the memory samples neither hook them (a non-leaf refuses a post-accumulate-grad hook) nor
+    keep them alive."""
+    from torch.func import functional_call
+
+    model, x = nn.Linear(64, 64).to("openreg"), torch.randn(8, 64, device="openreg")
+
+    def adapted_step():
+        fast = {name: p - 0.1 * torch.ones_like(p) for name, p in model.named_parameters()}
+        functional_call(model, fast, (x,)).pow(2).mean().backward()
+
+    adapted_step()
+    before = torch.openreg.memory_allocated()
+    with openreg_perf.simulate("h100-sxm") as run:
+        adapted_step()
+    assert not run.partial and run.total_time_s > 0
+    assert torch.openreg.memory_allocated() == before
+
+
 def test_the_copies_the_simulator_makes_for_itself_are_left_out():
     """nonzero runs synchronously on openreg: its kernel computes on the host and the simulator copies the result
     over (torch.openreg.SIMULATOR_TRANSFER), which a real device does not; the prediction keeps the kernel only."""

@@ -24,7 +24,9 @@ def _matmul_rule(bias: str | None, left: str, right: str):
         batch = math.prod(batch_shape)
         out_numel = batch * m * n
         bias = args.tensor(bias_name) if bias_name is not None else None
-        flops = 2 * batch * m * n * k + (out_numel if bias else 0)
+        # A complex multiply-add is four real multiplies and four adds.
+        per_product = 8 if left.dtype.startswith("c10::complex") else 2
+        flops = per_product * batch * m * n * k + (out_numel if bias else 0)
         written = out_numel * element_size(left.dtype)
         if out_numel == 0 or k == 0:  # the library reads nothing: an empty result, or one of zeros (and bias)
             return _cost("matmul", flops, _bytes([bias]) if out_numel else 0, written, left)
@@ -34,7 +36,8 @@ def _matmul_rule(bias: str | None, left: str, right: str):
 
 
 register(["mm", "bmm"], _matmul_rule(None, "self", "mat2"))
-register(["matmul", "dot", "vdot"], _matmul_rule(None, "self", "other"))
+register(["matmul", "vdot"], _matmul_rule(None, "self", "other"))
+register(["dot"], _matmul_rule(None, "self", "tensor"))
 register(["mv"], _matmul_rule(None, "self", "vec"))
 register(["addmm"], _matmul_rule("self", "mat1", "mat2"))
 register(["baddbmm"], _matmul_rule("self", "batch1", "batch2"))
