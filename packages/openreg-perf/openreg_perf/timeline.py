@@ -46,6 +46,15 @@ the link's previous transfer has ended, so the link carries at most its rate and
 ends when the link has moved all their bytes, as it would sharing the rate. Copies within a device
 (HBM) and every other kernel use no link.
 
+Note [Streams share the device]
+A kernel's predicted time is what it takes with the whole device: a compute-bound product fills every
+compute unit. Kernels of two streams therefore do not both run at that pace: the replay gives each
+device one compute lane beside its streams, and a kernel (or memset) starts once the device's previous
+one has ended, whatever its stream, as a second large kernel waits for the first one's units on a GPU.
+Copies (the copy engines) and collectives (which take few units, and whose time is their links') run
+beside them. Two small kernels that would share the units are taken one after the other: the floor of
+each is paid in full.
+
 Not here: what a kernel costs (costs/, model.py) or what the report makes of the timeline.
 """
 
@@ -140,6 +149,7 @@ class _Replay:
         self.timeline = Timeline(host=host)
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.link_free: dict[tuple[int, str], float] = {}  # (device, link) -> when its last transfer ends
+        self.compute_free: dict[int, float] = {}  # device -> when its last kernel ends (Note [Streams share...])
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
@@ -233,7 +243,8 @@ class _Replay:
 
     def _schedule(self, work: Work, issued: float) -> None:
         lane, link = (work.device, work.stream), _link(work)
-        start = max(issued, self.stream_free.get(lane, 0.0), self.link_free.get(link, 0.0))
+        start = max(issued, self.stream_free.get(lane, 0.0), self.link_free.get(link, 0.0),
+                    self.compute_free.get(work.device, 0.0) if _uses_compute_units(work) else 0.0)
         if work.kind == "stream_wait":
             start = max(start, self.ended.get(work.waits_for, 0.0))  # recorded before the region: no wait
         item = self._predict(work, start)
@@ -242,6 +253,8 @@ class _Replay:
         self.stream_free[lane] = item.end_s
         if link is not None:
             self.link_free[link] = item.end_s
+        if _uses_compute_units(work):
+            self.compute_free[work.device] = item.end_s
         self.ended[work.correlation] = item.end_s
 
     def _predict(self, work: Work, start: float) -> Predicted:
@@ -308,6 +321,12 @@ def _link(work: Work) -> tuple[int, str] | None:
         return (work.device, "peers")
     return None
 # LITERALINCLUDE END: PERF_LINKS
+
+
+def _uses_compute_units(work: Work) -> bool:
+    """A kernel or memset that needs the device's compute units (Note [Streams share the device]); not a
+    copy, a collective or an event."""
+    return work.kind == "memset" or (work.kind == "kernel" and work.name not in COLLECTIVE_KERNELS)
 
 
 def _backend_setup(work: Work) -> bool:
