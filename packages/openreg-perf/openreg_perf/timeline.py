@@ -149,7 +149,8 @@ class _Replay:
         self.timeline = Timeline(host=host)
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.link_free: dict[tuple[int, str], float] = {}  # (device, link) -> when its last transfer ends
-        self.compute_free: dict[int, float] = {}  # device -> when its last kernel ends (Note [Streams share...])
+        # device -> when its last kernel ends (Note [Streams share the device])
+        self.compute_free: dict[int, float] = {}
         self.ended: dict[int, float] = {}  # correlation -> predicted end
         self.waited_by_host = {wait.waits_for for wait in trace.waits if wait.waits_for}
         self.predicted: dict[tuple, tuple] = {}  # _predict's cache
