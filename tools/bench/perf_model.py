@@ -367,7 +367,7 @@ def print_timing_only_7b() -> None:
     print(f"  host: {found['host_seconds']:.1f} s for the program ({found['region_host_seconds']:.2f} s for the "
           f"region), peak host memory {found['host_peak_bytes'] / 2**30:.2f} GiB")
     print(f"  predicted step {_time(found['predicted_seconds'])} (device busy {_time(found['device_busy_seconds'])}), "
-          f"{found['flops'] / 1e12:.0f} TFLOP, model FLOP utilisation {found['model_flop_utilisation']:.1%}")
+          f"{found['flops'] / 1e12:.0f} TFLOP, hardware FLOP utilisation {found['hardware_flop_utilisation']:.1%}")
     print(f"  peak device memory {found['peak_device_bytes'] / gb:.1f} GB of {found['capacity_bytes'] / gb:.1f} GB "
           f"(reserved {found['reserved_device_bytes'] / gb:.1f} GB; weights {found['parameters_bytes'] / gb:.1f} GB, "
           f"gradients {found['gradients_bytes'] / gb:.1f} GB)")

@@ -135,7 +135,7 @@ class Run:
 
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
             raise ValueError(f"top is how many kernels to list, a whole number, not {top!r}")
-        text = report.summary(self.profile, self.report, self.kernels, top)
+        text = report.summary(self.profile, self.report, self.kernels, top, self.ranks)
         for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
             text = f"{warning}\n{text}"
         if self.trace is not None and not self.trace.complete:
@@ -164,14 +164,16 @@ class Run:
         """The predicted lanes (and the simulator's measured ones) for chrome://tracing or Perfetto."""
         from . import report
 
-        report.write_chrome_trace(str(Path(path)), self._predicted_timeline(), self.profile)  # not a file 'None'
+        report.write_chrome_trace(str(Path(path)), self._predicted_timeline(), self.profile,  # not a file 'None'
+                                  self.ranks)
 
     def plot(self, path: str | Path) -> None:
         """An SVG picture: a lane per stream over the predicted time, and a roofline with each kernel."""
         from . import report
 
         Path(path).write_text(report.svg(self._predicted_timeline(), self.profile, self.kernels,
-                                         f"predicted on {self.profile.name}: {report._time(self.total_time_s)}"))
+                                         f"predicted on {report.predicted_on(self.profile, self.ranks)}: "
+                                         f"{report._time(self.total_time_s)}"))
 
 
 _REGION_RUNNING: list[Run] = []  # the simulate() region running, if one is: they do not nest

@@ -509,6 +509,28 @@ def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, alg
     return min(_algorithm_seconds(op, nbytes, ranks, profile, name, per_node) for name in available)
 
 
+def collective_bound(op: str, nbytes: float, ranks: int, seconds: float, profile: Profile) -> tuple[str, float]:
+    """What held a collective of `seconds` (consecutive ranks, the fastest algorithm): "latency" where its
+    steps' fixed costs took most of it, else "link"; and the share of its links' datasheet rate that its
+    traffic per rank reached (a ring's bus traffic, a tree's 2, in-switch reduction's 1; across nodes
+    the node's NICs, an all_to_all's own NIC: Note [Collectives across nodes])."""
+    if ranks <= 1 or seconds <= 0:
+        return "latency", 0.0
+    per_node = min(ranks, profile.links.devices_per_node)
+    available = _algorithms(op, profile, nbytes, spans_nodes=ranks > per_node)
+    algorithm = min(available, key=lambda name: _algorithm_seconds(op, nbytes, ranks, profile, name, per_node))
+    traffic, rate = {"switch": 1.0, "tree": 2.0}.get(algorithm, bus_bandwidth_factor(op, ranks)), _link_rate(
+        profile, per_node)
+    if ranks > per_node:
+        network = profile.links.network_bytes_per_s
+        if op == "all_to_all":
+            traffic, rate = (ranks - per_node) / ranks, network
+        else:
+            rate = min(rate, per_node * network)
+    bound = "latency" if collective_seconds(op, 0.0, ranks, profile) > seconds / 2 else "link"
+    return bound, traffic * nbytes / seconds / rate
+
+
 def _algorithms(op: str, profile: Profile, nbytes: float, spans_nodes: bool) -> tuple[str, ...]:
     if op != "all_reduce":
         return ("ring",)

@@ -1,5 +1,5 @@
 """What a predicted timeline means: per kernel (time, bound, achieved fraction of peak) and per region
-(busy and idle time, exposed communication, model FLOP utilisation, peak memory against capacity),
+(busy and idle time, exposed communication, hardware FLOP utilisation, peak memory against capacity),
 as a text summary, a Chrome/Perfetto trace and an SVG picture (a lane per stream, and a roofline
 with each kernel as a point). Not here: the prediction itself (timeline.py).
 """
@@ -27,7 +27,7 @@ class KernelRecord:
     flops: float
     bytes: float  # to and from device memory (less what L2 serves: model.memory_bytes)
     seconds: float  # predicted
-    bound: str  # compute, memory or latency
+    bound: str  # compute, memory or latency; a collective's link or latency (model.collective_bound)
     achieved_fraction: float  # of the peak that bounds it
     category: str  # compute, collective, copy, memset
     device: int
@@ -70,7 +70,7 @@ class RegionReport:
     communication_s: float  # collectives, as run
     exposed_communication_s: float  # collectives' time with no compute running beside them
     flops: float
-    model_flop_utilisation: float  # each kernel's FLOPs / its precision's peak, over the region's time (<= 1)
+    hardware_flop_utilisation: float  # each kernel's FLOPs / its precision's peak, over the region's time (<= 1)
     memory: dict  # device -> memory.MemorySplit
     capacity_bytes: int
     unknown_operators: list  # operators priced by the default rule
@@ -118,9 +118,11 @@ def expected_error(report: RegionReport) -> tuple[float, dict[str, float]]:
 
 
 def _flop_utilisation(priced: list[Predicted], devices: list[int], total: float, profile: Profile) -> float:
-    """Model FLOP utilisation: each kernel's FLOPs against the peak of the precision it ran in (TF32 for
-    an FP32 product on TF32 units), over the region's time on every device. Streams of one device are
-    not modelled as sharing its units, so concurrent kernels could sum past the peak: capped at 1."""
+    """Hardware FLOP utilisation: each kernel's FLOPs against the peak of the precision it ran in (TF32 for
+    an FP32 product on TF32 units), over the region's time on every device. Every FLOP a kernel does
+    counts, an activation checkpoint's recomputation too: model FLOP utilisation (MFU, as PaLM defines
+    it) leaves that out, and is lower by the recomputed share. A device's kernels share its units
+    (timeline.py's Note [Streams share the device]), so it stays under 1; capped there all the same."""
     if total <= 0 or not devices:
         return 0.0
     peak_seconds = sum(item.cost.flops / peak_rate(item.cost, item.precision, profile) for item in priced)
@@ -139,9 +141,9 @@ def _time(seconds: float) -> str:
 
 
 # LITERALINCLUDE START: PERF_SUMMARY
-def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord], top: int = 10) -> str:
+def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord], top: int = 10, ranks: int = 1) -> str:
     """The report as text: the region, then the kernels that take the most predicted time."""
-    lines = [f"openreg-perf: predicted on {profile.name} ({profile.description})",
+    lines = [f"openreg-perf: predicted on {predicted_on(profile, ranks)} ({profile.description})",
              f"  region time        {_time(report.total_s)}   (datasheet roofline: {_time(report.roofline_s)})"]
     error, per_class = expected_error(report)
     if profile.name == "host":  # this machine's CPU as the device: the held-out rows are GPUs' and accelerators'
@@ -167,8 +169,8 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
         lines.append(f"  communication      {_time(report.communication_s)}, exposed "
                      f"{_time(report.exposed_communication_s)}, overlapped "
                      f"{_time(report.communication_s - report.exposed_communication_s)}")
-    lines.append(f"  work               {_si(report.flops, 'FLOP')}, model FLOP utilisation "
-                 f"{100 * report.model_flop_utilisation:.1f}%")
+    lines.append(f"  work               {_si(report.flops, 'FLOP')}, hardware FLOP utilisation "
+                 f"{100 * report.hardware_flop_utilisation:.1f}%")
     for device, split in report.memory.items():
         lines.append(f"  peak memory {device}      {_si(split.peak_allocated, 'B')} of "
                      f"{_si(report.capacity_bytes, 'B')} ({100 * split.peak_allocated / report.capacity_bytes:.1f}%), "
@@ -207,17 +209,22 @@ def _host_line(profile: Profile, host: str) -> str:
             f"{_time(figures.optimizer_step_s)} an optimizer step, {_time(figures.synchronize_s)} a synchronisation")
 
 
-def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) -> dict:
-    """Chrome/Perfetto trace events: a lane per predicted stream (process "predicted on <profile>,
-    device N"), beside the simulator's measured lanes when measured is true."""
-    events = []
+def predicted_on(profile: Profile, ranks: int = 1) -> str:
+    """What a prediction is of, as its reports name it: "h100-sxm", "h100-sxm for 64 ranks"."""
+    return profile.name + (f" for {ranks} ranks" if ranks > 1 else "")
+
+
+def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True, ranks: int = 1) -> dict:
+    """Chrome/Perfetto trace events: a lane per predicted stream (process "predicted on <profile>[ for N
+    ranks], device N"), beside the simulator's measured lanes when measured is true."""
+    events, on = [], predicted_on(profile, ranks)
     origin = min((item.work.queued_ns for item in timeline.items), default=0)
     for item in timeline.items:
         work = item.work
         args = {"op": work.op.name if work.op else "", "bound": item.bound,
                 "flops": item.cost.flops if item.cost else 0, "bytes": item.nbytes}
         events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": item.start_s * 1e6,
-                       "dur": item.seconds * 1e6, "pid": f"predicted on {profile.name}, device {work.device}",
+                       "dur": item.seconds * 1e6, "pid": f"predicted on {on}, device {work.device}",
                        "tid": f"stream {work.stream}", "args": args})
         if measured:
             start, end = work.measured_ns
@@ -226,14 +233,14 @@ def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True) ->
                            "tid": f"stream {work.stream}"})
     for wait in timeline.waits:
         events.append({"name": wait.wait.name, "cat": "host wait", "ph": "X", "ts": wait.start_s * 1e6,
-                       "dur": (wait.end_s - wait.start_s) * 1e6, "pid": f"predicted on {profile.name}, host",
+                       "dur": (wait.end_s - wait.start_s) * 1e6, "pid": f"predicted on {on}, host",
                        "tid": "host"})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
-def write_chrome_trace(path: str, timeline: Timeline, profile: Profile) -> None:
+def write_chrome_trace(path: str, timeline: Timeline, profile: Profile, ranks: int = 1) -> None:
     with open(path, "w") as out:
-        json.dump(chrome_trace(timeline, profile), out)
+        json.dump(chrome_trace(timeline, profile, ranks=ranks), out)
 
 
 # ------------------------------------------------------------------------------------------ picture

@@ -67,7 +67,15 @@ from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
 from .costs import Cost, cost_of, message_bytes
-from .model import MATRIX_KINDS, collective_seconds, copy_rate, copy_seconds, kernel_seconds, memory_bytes
+from .model import (
+    MATRIX_KINDS,
+    collective_bound,
+    collective_seconds,
+    copy_rate,
+    copy_seconds,
+    kernel_seconds,
+    memory_bytes,
+)
 from .profile import Profile
 
 # occl's kernels (openreg-distributed's collectives) and the collective of the model each one is.
@@ -91,7 +99,7 @@ class Predicted:
     start_s: float
     seconds: float
     category: str  # "compute", "collective", "copy", "memset" or "sync" (event records and waits)
-    bound: str = "latency"  # compute, memory or latency (model.Prediction.bound)
+    bound: str = "latency"  # compute, memory or latency (model.Prediction.bound); a collective's link or latency
     achieved_fraction: float = 0.0
     cost: Cost | None = None
     precision: str | None = None  # what it ran in, where it differs from the cost's own (TF32 for FP32)
@@ -281,8 +289,9 @@ class _Replay:
             return seconds, "copy", "memory", achieved, cost
         if work.kind == "kernel" and work.name in COLLECTIVE_KERNELS:
             nbytes = message_bytes(work.op) if work.op is not None else 0.0
-            seconds = collective_seconds(COLLECTIVE_KERNELS[work.name], nbytes, self.ranks, self.profile)
-            return max(seconds, self.profile.chip.kernel_floor_s), "collective", "latency", 0.0, cost
+            op = COLLECTIVE_KERNELS[work.name]
+            seconds = max(collective_seconds(op, nbytes, self.ranks, self.profile), self.profile.chip.kernel_floor_s)
+            return (seconds, "collective", *collective_bound(op, nbytes, self.ranks, seconds, self.profile), cost)
         category = "memset" if work.kind == "memset" else "compute"
         if cost is None:  # work no recorded operator queued: the shortest a kernel takes
             return self.profile.chip.kernel_floor_s, category, "latency", 0.0, None

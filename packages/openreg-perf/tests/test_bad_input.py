@@ -4,6 +4,7 @@ point. The command line's refusals are test_cli.py's."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -46,6 +47,20 @@ def test_predicting_again_refuses_zero_ranks_and_an_unknown_host():
     with pytest.raises(ValueError, match="host must be one of .*, not 'measured'"):
         run.predicted_again(host="measured")
     assert run.predicted_again().ranks == 2 and run.predicted_again(ranks=64).ranks == 64
+
+
+def test_a_prediction_at_another_rank_count_says_so_in_every_report(tmp_path):
+    product = a_product()
+    with openreg_perf.simulate("h100-sxm") as run:
+        product()
+    wider = run.predicted_again(ranks=64)
+    wider.export_chrome_trace(tmp_path / "trace.json")
+    wider.plot(tmp_path / "step.svg")
+    assert wider.summary().startswith("openreg-perf: predicted on h100-sxm for 64 ranks (")
+    lanes = {event["pid"] for event in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]}
+    assert "predicted on h100-sxm for 64 ranks, device 0" in lanes
+    assert "predicted on h100-sxm for 64 ranks: " in (tmp_path / "step.svg").read_text()
+    assert run.summary().startswith("openreg-perf: predicted on h100-sxm (")  # one rank: as before
 
 
 @pytest.mark.parametrize("read", ["summary", "total_time_s", "export_chrome_trace", "plot", "predicted_again"])

@@ -222,6 +222,23 @@ def test_collectives_take_the_alpha_beta_time_of_their_rank_count():
     assert region_report(replay(program.trace, H100, ranks=8), H100, {}).unknown_operators == []
 
 
+def test_a_collective_says_whether_its_links_or_its_steps_held_it():
+    """A large all_reduce in the NVSwitch moves each rank's buffer once, at the switch fraction of the link's
+    rate; a small one is its steps' latency (it said "latency, 0.0 %" for both)."""
+    def replayed(mib, ranks):
+        program = Program()
+        work = collective(program, "allreduce", "c10d::allreduce_", mib, stream=1)
+        return by_correlation(replay(program.trace, H100, ranks=ranks))[work.correlation]
+
+    large, small = replayed(1024, 8), replayed(0, 8)  # 1 GiB, and nothing
+    switch = H100.collectives.switch_fraction
+    assert large.bound == "link" and 0.95 * switch < large.achieved_fraction <= switch  # less its setup
+    assert small.bound == "latency" and small.achieved_fraction < 0.01
+    across = replayed(1024, 16)  # across nodes, through each node's eight NICs: at the protocol's fraction
+    assert across.bound == "link"
+    assert 0.9 * H100.collectives.simple_fraction < across.achieved_fraction <= H100.collectives.simple_fraction
+
+
 def collective(program, name, op_name, mib, stream):
     work = program.kernel(OpCall(op_name, [[[mib << 18]]], ["TensorList"]), stream=stream)  # float32
     work.name = name
@@ -280,7 +297,7 @@ def test_an_empty_region_is_predicted_as_nothing():
     timeline = replay(Trace(), H100)
     assert timeline.total_s == 0.0 and timeline.items == []
     report = region_report(timeline, H100, {})
-    assert report.total_s == 0.0 and report.flops == 0.0 and report.model_flop_utilisation == 0.0
+    assert report.total_s == 0.0 and report.flops == 0.0 and report.hardware_flop_utilisation == 0.0
 
 
 def test_the_prediction_is_deterministic():
@@ -316,8 +333,8 @@ def test_fp8_work_on_a_chip_without_fp8_runs_and_is_measured_at_its_fp32_rate():
                           [fp8, fp8, F32, F32, "", "", "Scalar", "Scalar"], [None] * 6 + [15, False]))
     timeline = replay(program.trace, a100)
     report = region_report(timeline, a100, {})
-    assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * a100.peak.fp32_flops_per_s))
-    assert 0 < report.model_flop_utilisation < 1
+    assert report.hardware_flop_utilisation == pytest.approx(report.flops / (report.total_s * a100.peak.fp32_flops_per_s))
+    assert 0 < report.hardware_flop_utilisation < 1
 
 
 def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
@@ -330,8 +347,8 @@ def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
     report = region_report(timeline, H100, {})
     (item,) = timeline.items
     assert item.precision == "tf32"
-    assert report.model_flop_utilisation == pytest.approx(report.flops / (report.total_s * H100.peak.tf32_flops_per_s))
-    assert report.model_flop_utilisation < 1
+    assert report.hardware_flop_utilisation == pytest.approx(report.flops / (report.total_s * H100.peak.tf32_flops_per_s))
+    assert report.hardware_flop_utilisation < 1
 
 
 @pytest.mark.parametrize(("name", "more", "flops_per_element"), [

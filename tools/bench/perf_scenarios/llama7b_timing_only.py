@@ -31,7 +31,7 @@ print(json.dumps({
     "host_seconds": ended - began, "region_host_seconds": ended - region_began,
     "host_peak_bytes": peak_host_bytes(),
     "predicted_seconds": run.total_time_s, "device_busy_seconds": run.report.busy_s[0],
-    "model_flop_utilisation": run.report.model_flop_utilisation, "flops": run.report.flops,
+    "hardware_flop_utilisation": run.report.hardware_flop_utilisation, "flops": run.report.flops,
     "peak_device_bytes": run.peak_memory_bytes[0], "reserved_device_bytes": split.peak_reserved,
     "parameters_bytes": split.parameters, "gradients_bytes": split.gradients,
     "capacity_bytes": run.profile.memory.capacity_bytes,
