@@ -333,7 +333,8 @@ def test_fp8_work_on_a_chip_without_fp8_runs_and_is_measured_at_its_fp32_rate():
                           [fp8, fp8, F32, F32, "", "", "Scalar", "Scalar"], [None] * 6 + [15, False]))
     timeline = replay(program.trace, a100)
     report = region_report(timeline, a100, {})
-    assert report.hardware_flop_utilisation == pytest.approx(report.flops / (report.total_s * a100.peak.fp32_flops_per_s))
+    utilisation = report.flops / (report.total_s * a100.peak.fp32_flops_per_s)
+    assert report.hardware_flop_utilisation == pytest.approx(utilisation)
     assert 0 < report.hardware_flop_utilisation < 1
 
 
@@ -347,7 +348,8 @@ def test_flop_utilisation_counts_tf32_work_against_the_tf32_peak():
     report = region_report(timeline, H100, {})
     (item,) = timeline.items
     assert item.precision == "tf32"
-    assert report.hardware_flop_utilisation == pytest.approx(report.flops / (report.total_s * H100.peak.tf32_flops_per_s))
+    utilisation = report.flops / (report.total_s * H100.peak.tf32_flops_per_s)
+    assert report.hardware_flop_utilisation == pytest.approx(utilisation)
     assert report.hardware_flop_utilisation < 1
 
 
