@@ -68,7 +68,7 @@ class Run:
         self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
         self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
         self._total_time_s = self.timeline.total_s
-        for warning in filter(None, (self._does_not_fit(), self._nothing_on_openreg())):
+        for warning in filter(None, (self._does_not_fit(), self._nothing_on_openreg(), self._without_operator())):
             warnings.warn(f"openreg_perf: {warning}", RuntimeWarning, stacklevel=4)
 
     @property
@@ -88,6 +88,15 @@ class Run:
         device, peak = max(over.items(), key=lambda item: item[1])
         return (f"does not fit: the region's peak memory on openreg:{device}, {_si(peak, 'B')}, is more than "
                 f"{self.profile.name}'s {_si(capacity, 'B')}; on it this program runs out of memory")
+
+    def _without_operator(self) -> str | None:
+        """Kernels no recorded operator launched: a graph's replay (torch.accelerator.Graph) captured before the
+        region. Its kernels were recorded, with their operators, when it was captured; the replay has none."""
+        from .report import without_operator_text
+
+        kernels = collections.Counter(item.work.name for item in self.timeline.items
+                                      if item.category == "compute" and item.work.op is None)
+        return f"no operator recorded for {without_operator_text(kernels)}" if kernels else None
 
     def _nothing_on_openreg(self) -> str | None:
         if self.trace is None or self.trace.work or self.partial:

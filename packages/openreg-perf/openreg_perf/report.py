@@ -6,10 +6,11 @@ with each kernel as a point). Not here: the prediction itself (timeline.py).
 
 from __future__ import annotations
 
+import collections
 import html
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .model import error_class, peak_rate, roofline_seconds
 from .profile import PRECISIONS, Profile, defaults_label, held_out_errors
@@ -76,6 +77,9 @@ class RegionReport:
     unknown_operators: list  # operators priced by the default rule
     host: str  # the host model (timeline.HOST_MODELS)
     class_seconds: dict  # kernel class (model.error_class) -> predicted seconds of its kernels
+    # Kernels no recorded operator launched, priced at the kernel floor: name -> count. A graph captured
+    # before the region replays such kernels (its capture recorded their operators, not the replay).
+    without_operator: dict = field(default_factory=dict)
 
 
 def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionReport:
@@ -99,9 +103,18 @@ def region_report(timeline: Timeline, profile: Profile, memory: dict) -> RegionR
         name = "collectives" if item.category == "collective" else "copies" if item.category == "copy" else \
             error_class(item.cost, item.precision)
         class_seconds[name] = class_seconds.get(name, 0.0) + item.seconds
+    without_operator = collections.Counter(item.work.name for item in work
+                                           if item.category == "compute" and item.work.op is None)
     return RegionReport(total, roofline, busy, _union_seconds(spans(compute)), communication, exposed, flops,
                         utilisation, dict(memory), profile.memory.capacity_bytes, unknown, timeline.host,
-                        class_seconds)
+                        class_seconds, dict(without_operator))
+
+
+def without_operator_text(kernels: dict) -> str:
+    """What the summary and the region's warning say of kernels no recorded operator launched."""
+    names = ", ".join(f"{name} x{count}" for name, count in sorted(kernels.items(), key=lambda k: -k[1])[:4])
+    return (f"{sum(kernels.values())} kernels ({names}{', ...' if len(kernels) > 4 else ''}), priced at the "
+            "kernel floor: a graph captured before the region replays such kernels, and their work is left out")
 
 
 def expected_error(report: RegionReport) -> tuple[float, dict[str, float]]:
@@ -182,6 +195,8 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
                      f"{_si(split.between_samples, 'B')}")
     if report.unknown_operators:
         lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
+    if report.without_operator:
+        lines.append(f"  no operator for    {without_operator_text(report.without_operator)}")
     lines.append(f"  {'kernel':<48} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
     by_name: dict[str, list[KernelRecord]] = {}
     for record in kernels:

@@ -178,6 +178,23 @@ def test_a_module_called_with_computed_weights_is_predicted_and_keeps_none_of_th
     assert torch.openreg.memory_allocated() == before
 
 
+def test_kernels_replayed_from_a_graph_captured_before_the_region_are_named_as_left_out():
+    """A graph's replay launches kernels no recorded operator launched (its capture recorded them): each is
+    priced at the kernel floor, and the warning and the summary say so instead of a silent 500x too fast."""
+    a = torch.randn(256, 256, device="openreg")
+    (a @ a).sum()  # the first calls of a dtype run synchronously, which a capture refuses
+    torch.openreg.synchronize()
+    graph = torch.accelerator.Graph()
+    with torch.Stream(device="openreg"), graph:
+        (a @ a) @ a
+    with pytest.warns(RuntimeWarning, match=r"no operator recorded for 2 kernels \(aten::mm x2\), priced at the"):
+        with openreg_perf.simulate("h100-sxm") as run:
+            graph.replay()
+            torch.openreg.synchronize()
+    assert run.report.without_operator == {"aten::mm": 2}
+    assert "no operator for    2 kernels (aten::mm x2)" in run.summary()
+
+
 def test_the_copies_the_simulator_makes_for_itself_are_left_out():
     """nonzero runs synchronously on openreg: its kernel computes on the host and the simulator copies the result
     over (torch.openreg.SIMULATOR_TRANSFER), which a real device does not; the prediction keeps the kernel only."""
