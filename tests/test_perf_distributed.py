@@ -226,7 +226,8 @@ def train(execute):
     return {"collectives": sorted([k.work.name, openreg_perf.costs.message_bytes(k.work.op)] for k in run.timeline.items
                                   if k.category == "collective"),
             "kernels": len(run.kernels), "seconds": run.total_time_s, "values read as NaN": run.values_read_as_nan,
-            "rebuilt buckets": getattr(model, "_has_rebuilt_buckets", None)}
+            "rebuilt buckets": getattr(model, "_has_rebuilt_buckets", None), "fsdp world size": run.fsdp_world_size,
+            "at 8 ranks": run.predicted_again(ranks=8).summary()}
 
 
 print(json.dumps({"executed": train(True), "timing-only": train(False)}))
@@ -247,3 +248,33 @@ def test_a_training_script_is_predicted_without_executing_as_it_is_executed(para
         assert timing_only["seconds"] == pytest.approx(executed["seconds"], rel=1e-9)
         assert (executed["values read as NaN"], timing_only["values read as NaN"]) == (0, 1)
         assert timing_only["rebuilt buckets"] is (True if parallelism == "ddp" else None)
+        # FSDP2's shards are the two ranks': at 8, the report says what they would be.
+        assert timing_only["fsdp world size"] == (2 if parallelism == "fsdp2" else None)
+        assert ("are 2/8 of what this report shows" in timing_only["at 8 ranks"]) is (parallelism == "fsdp2")
+
+
+def test_fsdp2_run_at_world_size_one_is_not_predicted_at_more_ranks_in_silence():
+    """At world size 1 FSDP2 shards nothing and issues no collectives: predicted at 8 ranks, the region
+    would have no communication at all; the prediction warns and says what to run instead."""
+    import openreg_perf
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("occl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64)).to("openreg")
+        for layer in model:
+            fully_shard(layer)
+        fully_shard(model)
+        x = torch.randn(8, 64, device="openreg")
+        model(x).sum().backward()
+        with openreg_perf.simulate("h100-sxm") as run:
+            model(x).sum().backward()
+        assert run.fsdp_world_size == 1 and run.report.communication_s == 0
+        with pytest.warns(RuntimeWarning, match="FSDP2 ran at world size 1, where it shards nothing and issues no"):
+            wider = run.predicted_again(ranks=8)
+        assert "run the script on 2 or more ranks" in wider.summary()
+    finally:
+        dist.destroy_process_group()

@@ -56,6 +56,7 @@ class Run:
         self.values_read_as_nan = 0  # reads of a value NaN stood for (Note [Values read in timing-only mode])
         self.timing_only = not executed  # the region ran in timing-only mode (also when it was on before)
         self.assumptions: list[Assumption] = []
+        self.fsdp_world_size: int | None = None  # the world size FSDP2 sharded over in the region, if it ran
 
     def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
@@ -68,7 +69,8 @@ class Run:
         self.memory = {device: split for device, split in memory.items() if split.peak_allocated > 0}
         self.peak_memory_bytes = {device: split.peak_allocated for device, split in self.memory.items()}
         self._total_time_s = self.timeline.total_s
-        for warning in filter(None, (self._does_not_fit(), self._nothing_on_openreg(), self._without_operator())):
+        for warning in filter(None, (self._does_not_fit(), self._nothing_on_openreg(), self._without_operator(),
+                                     self._fsdp_at_other_ranks())):
             warnings.warn(f"openreg_perf: {warning}", RuntimeWarning, stacklevel=4)
 
     @property
@@ -88,6 +90,19 @@ class Run:
         device, peak = max(over.items(), key=lambda item: item[1])
         return (f"does not fit: the region's peak memory on openreg:{device}, {_si(peak, 'B')}, is more than "
                 f"{self.profile.name}'s {_si(capacity, 'B')}; on it this program runs out of memory")
+
+    def _fsdp_at_other_ranks(self) -> str | None:
+        """FSDP2 predicted at another rank count than it ran at: its collectives are priced for the ranks
+        asked, but what it shards (and, at world size 1, whether it communicates at all) is the run's."""
+        recorded = self.fsdp_world_size
+        if recorded is None or self.ranks == recorded:
+            return None
+        if recorded == 1:
+            return (f"FSDP2 ran at world size 1, where it shards nothing and issues no collectives: this "
+                    f"prediction for {self.ranks} ranks has none of its all-gathers and reduce-scatters; run the "
+                    "script on 2 or more ranks (torchrun on this machine) and predict at more from there")
+        return (f"memory as FSDP2 sharded it over the {recorded} ranks it ran on: at {self.ranks} ranks its "
+                f"parameters, gradients and optimizer state are {recorded}/{self.ranks} of what this report shows")
 
     def _without_operator(self) -> str | None:
         """Kernels no recorded operator launched: a graph's replay (torch.accelerator.Graph) captured before the
@@ -135,7 +150,7 @@ class Run:
             profile = load_profile(profile)
         other = Run(profile or self.profile, ranks, self.executed, host)
         other.timing_only, other.values_read_as_nan = self.timing_only, self.values_read_as_nan
-        other.assumptions = self.assumptions
+        other.assumptions, other.fsdp_world_size = self.assumptions, self.fsdp_world_size
         other._finish(self.trace, self.memory, self.error)
         return other
 
@@ -147,6 +162,8 @@ class Run:
         text = report.summary(self.profile, self.report, self.kernels, top, self.ranks)
         for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
             text = f"{warning}\n{text}"
+        if self._fsdp_at_other_ranks():
+            text += f"\n  FSDP2              {self._fsdp_at_other_ranks()}"
         if self.trace is not None and not self.trace.complete:
             text = ("incomplete: the recording dropped records (a warning said how many), so work is "
                     f"missing from this prediction\n{text}")
@@ -247,6 +264,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
     run.assumptions = assumptions.ASSUMED[assumed_before:]
     trace.host_pauses_ns = sorted(memory.pauses_ns)
+    run.fsdp_world_size = _world_size() if memory.sharded_by_fsdp else None
     if raised is None:
         run._finish(trace, memory.splits)
         return

@@ -69,6 +69,14 @@ def _bytes_by_device(tensors) -> dict[int, int]:
     return total
 
 
+def _is_fsdp_module(module) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a build of PyTorch without distributed
+        return False
+    return isinstance(module, FSDPModule)
+
+
 def _state_bytes(optimizers: list) -> dict[int, int]:
     return _bytes_by_device(value for optimizer in optimizers for per_parameter in optimizer.state.values()
                             for value in per_parameter.values() if isinstance(value, torch.Tensor))
@@ -84,6 +92,7 @@ class MemoryWatch:
     _modules: set = field(default_factory=set)
     _optimizers: list = field(default_factory=list)
     _handles: list = field(default_factory=list)
+    sharded_by_fsdp: bool = False  # an FSDP2 module (torch.distributed.fsdp.fully_shard) ran in the region
     # (start, end) of every sample, on the runtime's clock: host time the program did not spend
     # (Note [How the host is replayed] in timeline.py takes it back out).
     pauses_ns: list = field(default_factory=list)
@@ -117,6 +126,7 @@ class MemoryWatch:
             # Recursively: a module may use a child's parameters without calling it (attention's
             # output projection).
             self._modules.add(id(module))
+            self.sharded_by_fsdp = self.sharded_by_fsdp or _is_fsdp_module(module)
             # Not the tensors torch.func.functional_call puts in a parameter's place (MAML's adapted
             # weights): computed, not the model's own, and kept alive by nothing but their call.
             for parameter in (p for p in module.parameters() if p.is_leaf):
