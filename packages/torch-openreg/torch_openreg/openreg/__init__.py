@@ -332,7 +332,7 @@ def set_timing_only(enabled: bool, strict: bool = False) -> None:
     compute nothing, and device memory is never touched, so a device larger than this machine's
     memory can be used (OPENREG_DEVICE_MEMORY). A floating-point value read to the host (.item(),
     float(t), .cpu(), print(t)) reads as NaN, with a warning once per line that reads it; an integer
-    or boolean value (int(t), bool(t > 0), an operator whose output shape depends on the data) raises,
+    or boolean value (int(t) of an integer t, bool(t > 0), an operator whose output shape depends on the data) raises,
     naming the operator (Note [Values read in timing-only mode]); print(t) formats a copy on the host
     (Note [Printing a tensor in timing-only mode] in torch_openreg/_printing.py). strict=True raises
     for every read.
