@@ -80,6 +80,19 @@ def test_each_call_records_what_it_returned():
     assert maximum.output_shapes == [[4], [4]] and maximum.output_dtypes == ["c10::Half", "long int"]
 
 
+def test_indexing_records_its_list_of_optional_tensors_as_a_tensor_list():
+    """x[:, idx] calls index(self, [None, idx]), a Tensor?[]: recorded as a tensor list whose None has
+    no sizes, as the profiler records an undefined tensor in one, so a tool can price what it picks."""
+    x, idx = torch.randn(4, 6, device="openreg"), torch.tensor([0, 2, 5], device="openreg")
+    with torch.openreg.record_activity() as recording:
+        x[:, idx]
+        x[x > 0] = 1.0
+    calls = {call.name: call for call in calls_of(recording)}
+    assert calls["aten::index"].shapes[:2] == [[4, 6], [[], [3]]]
+    assert calls["aten::index"].dtypes[:2] == ["float", "TensorList"]
+    assert calls["aten::_index_put_impl_"].shapes[:2] == [[4, 6], [[4, 6]]]
+
+
 def test_a_call_on_channels_last_tensors_says_so():
     """A device's convolution library may convert NCHW tensors to channels-last and back: a tool pricing
     the call needs the layout, and equal shapes in two layouts are two different calls."""

@@ -87,9 +87,22 @@ bool isOpenReg(const c10::IValue& value) {
   return false;
 }
 
+// A list of optional tensors (index's Tensor?[] indices: x[mask], x[:, idx])
+// is recorded as a tensor list; a None in it has no sizes, as an undefined
+// tensor in a TensorList has none.
+bool isOptionalTensorList(const c10::IValue& value) {
+  if (!value.isList()) return false;
+  bool anyTensor = false;
+  for (const c10::IValue& element : value.toListRef()) {
+    if (!element.isTensor() && !element.isNone()) return false;
+    anyTensor = anyTensor || element.isTensor();
+  }
+  return anyTensor;
+}
+
 RecordedArgument::Kind kindOf(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().defined() ? RecordedArgument::kTensor : RecordedArgument::kOther;
-  if (value.isTensorList()) return RecordedArgument::kTensorList;
+  if (value.isTensorList() || isOptionalTensorList(value)) return RecordedArgument::kTensorList;
   // A symbolic scalar (under tracing) has no value to record.
   if (value.isSymInt() || value.isSymFloat() || value.isSymBool()) return RecordedArgument::kOther;
   if (value.isScalar()) return RecordedArgument::kScalar;
@@ -103,9 +116,10 @@ bool isChannelsLast(const at::Tensor& tensor) {
   return format == c10::MemoryFormat::ChannelsLast || format == c10::MemoryFormat::ChannelsLast3d;
 }
 
-// A tensor list may hold undefined tensors: they have no sizes.
+// A tensor list may hold undefined tensors (or, a list of optional tensors,
+// None): they have no sizes.
 c10::IntArrayRef sizesOf(const c10::IValue& tensor) {
-  return tensor.toTensor().defined() ? tensor.toTensor().sizes() : c10::IntArrayRef();
+  return tensor.isTensor() && tensor.toTensor().defined() ? tensor.toTensor().sizes() : c10::IntArrayRef();
 }
 
 RecordedArgument describe(const c10::IValue& value) {
