@@ -459,6 +459,22 @@ def test_index_with_indices_given():
     check(result, 0, 3 * 4 + 15 * 4, 15 * 4, "index")  # the index list's dtype is not recorded: FP32 assumed
 
 
+def test_topk_reads_each_slice_and_writes_k_values_and_indices():
+    result = cost("aten::topk", [[8, 64], [], [], [], []], [F32, "Scalar", "Scalar", "Scalar", "Scalar"],
+                  [None, 2, -1, True, True])
+    check(result, 512 * 6, 512 * 4, 8 * 2 * (4 + 8), "reduction")  # log2(64) = 6 passes
+
+
+def test_sort_writes_every_value_and_its_index():
+    result = cost("aten::sort", [[8, 64], [], []], [F16, "Scalar", "Scalar"], [None, 0, False])
+    check(result, 512 * 3, 512 * 2, 512 * (2 + 8), "reduction")  # along dim 0: slices of 8, 3 passes
+
+
+def test_nonzero_static_writes_its_stated_size_of_positions():
+    result = cost("aten::nonzero_static", [[256, 2], [], []], ["bool", "Scalar", "Scalar"], [None, 64, -1])
+    check(result, 512, 512, 64 * 2 * 8, "index")
+
+
 # ------------------------------------------------------------------------------------------- copies
 
 def test_copy_casts_from_source_to_target_dtype():

@@ -98,6 +98,28 @@ def _index_add(name: str, args: _Args) -> Cost:
     return _cost("index", source.numel, read, written, target)
 
 
+@rule("topk", "sort")
+def _select_in_order(name: str, args: _Args) -> Cost:
+    """topk(self, k, dim, ...), sort(self, dim, ...): read self, write k values and their int64 indices a
+    slice (sort keeps the whole slice). A radix select makes a few passes over on-chip data: one compare
+    an element a pass, log2 of the slice's length passes, and one read from memory."""
+    source = args.tensor("self")
+    dim = args.value("dim", -1) % max(1, len(source.shape))
+    length = source.shape[dim] if source.shape else 1
+    kept = args.value("k", length) if name == "topk" else length
+    written = source.numel // max(1, length) * kept * (element_size(source.dtype) + element_size("long int"))
+    return _cost("reduction", source.numel * max(1, math.ceil(math.log2(max(2, length)))), source.nbytes,
+                 written, source)
+
+
+@rule("nonzero_static")
+def _nonzero_static(name: str, args: _Args) -> Cost:
+    """nonzero_static(self, size, fill_value): read self, write size positions of self.dim() int64 each."""
+    source = args.tensor("self")
+    written = args.value("size", 0) * max(1, len(source.shape)) * element_size("long int")
+    return _cost("index", source.numel, source.nbytes, written, source)
+
+
 # ------------------------------------------------------------------------------------------ pooling
 
 def _pool_output(source: Tensor, args: _Args) -> tuple[tuple[int, ...], int]:
