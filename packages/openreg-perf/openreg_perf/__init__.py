@@ -174,16 +174,18 @@ class Run:
                      f"and {self.trace.simulator_waits} host waits for its checks (operators' first calls, "
                      f"computed on the host): a real device makes none")
         if self.values_read_as_nan:
-            text += (f"\n  values read        {self.values_read_as_nan} reads of a value to the host (.item(), .cpu(), "
-                     f"print) got NaN: timing-only mode computes none")
+            text += (f"\n  values read        {_counted(self.values_read_as_nan, 'read')} of a value to the host "
+                     f"(.item(), .cpu(), print) got NaN: timing-only mode computes none")
         checks = sum(kernel.op == GRAD_SCALER_CHECK for kernel in self.kernels) if self.timing_only else 0
         if checks:
-            text += (f"\n  assumed            no gradient overflows: GradScaler's {checks} non-finite checks found "
-                     f"none, and it stepped (timing-only mode computes no gradient)")
+            text += (f"\n  assumed            no gradient overflows: GradScaler's "
+                     f"{_counted(checks, 'non-finite check')} found none, and it stepped (timing-only mode "
+                     f"computes no gradient)")
         for (operator, candidates, selected), count in collections.Counter(
                 (a.operator, a.candidates, a.selected) for a in self.assumptions).items():
+            times = "once" if count == 1 else f"{count} times"
             text += (f"\n  assumed            {operator} selected {selected} of {math.prod(candidates)} candidates "
-                     f"{candidates}, {count} times (openreg_perf.assume)")
+                     f"{candidates}, {times} (openreg_perf.assume)")
         return text
 
     def export_chrome_trace(self, path: str | Path) -> None:
@@ -285,7 +287,9 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict:
     elif _DATA_DEPENDENT_SIZE in str(error) and run.timing_only:
         error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
                        "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
-                       "fraction of its candidates selected (Note [Assumed selections])")
+                       "fraction of its candidates selected (Note [Assumed selections]). The backward pass of "
+                       "x[mask] selects through the mask again: wrap loss.backward() in assume() too, and each "
+                       "mask keeps the size its forward's assumption gave it")
     elif isinstance(error, torch.OutOfMemoryError):
         error.add_note(f"openreg_perf: {_does_not_fit_here(run.profile)}")
     try:
@@ -386,6 +390,11 @@ def _check_capacity(profile: Profile, devices: list[int]) -> None:
                 f"{wanted} bytes ({wanted / 2**30:.1f} GiB); openreg:{device} has {capacity}. Call "
                 f"openreg_perf.devices_for({profile.name!r}) before importing torch, or start Python with "
                 f"OPENREG_DEVICE_MEMORY={wanted} (python -m openreg_perf run --no-execute does it for you)")
+
+
+def _counted(count: int, thing: str) -> str:
+    """"1 read", "3 reads"."""
+    return f"{count} {thing}" + ("" if count == 1 else "s")
 
 
 def _world_size() -> int:

@@ -4,10 +4,24 @@ number of positions from PyTorch's fixed-size nonzero_static."""
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .assumptions import ASSUMED, Assumption
+
+# id(mask) -> (a weak reference to the mask, the number of positions assumed for it)
+_DECIDED: dict[int, tuple[weakref.ref, int]] = {}
+
+
+def _decided_count(mask: torch.Tensor) -> int | None:
+    """The size an earlier assumption gave this very mask, while it lives."""
+    reference, count = _DECIDED.get(id(mask), (None, None))
+    if reference is not None and reference() is mask:
+        return count
+    _DECIDED.pop(id(mask), None)  # a mask that died, and whose id another object now has
+    return None
 
 
 def _is_mask(index) -> bool:
@@ -28,9 +42,14 @@ class AssumedSelections(TorchDispatchMode):
         return handler(self, func, *args, **kwargs)
 
     def positions(self, func, mask: torch.Tensor) -> torch.Tensor:
-        """The (selected, mask.dim()) positions a mask is assumed to select, as nonzero gives them."""
-        count = round(self.fraction * mask.numel())
-        ASSUMED.append(Assumption(f"aten::{func.__name__.split('.')[0]}", tuple(mask.shape), count))
+        """The (selected, mask.dim()) positions a mask is assumed to select, as nonzero gives them. A mask
+        selects as many each time it is used: the backward pass of x[mask] selects through it again, and
+        takes the size the forward's assumption gave it, whatever fraction its own assume() states."""
+        count = _decided_count(mask)
+        if count is None:
+            count = round(self.fraction * mask.numel())
+            ASSUMED.append(Assumption(f"aten::{func.__name__.split('.')[0]}", tuple(mask.shape), count))
+            _DECIDED[id(mask)] = weakref.ref(mask), count
         return torch.nonzero_static(mask, size=count)
 
     def indices(self, func, indices: list) -> list:

@@ -124,7 +124,7 @@ def test_printing_a_tensor_in_timing_only_mode_prints_nan_and_is_counted_or_expl
         with pytest.warns(UserWarning, match="print"), openreg_perf.simulate("h100-sxm") as run:
             print(x * 2)  # torch-openreg's Note [Printing a tensor in timing-only mode]
         assert capsys.readouterr().out == "tensor([nan, nan, nan, nan], device='openreg:0')\n"
-        assert not run.partial and run.values_read_as_nan == 1 and "1 reads of a value" in run.summary()
+        assert not run.partial and run.values_read_as_nan == 1 and "1 read of a value" in run.summary()
         with pytest.raises(RuntimeError, match="a copy from an openreg tensor to the CPU") as raised:
             with openreg_perf.simulate("h100-sxm") as run:
                 print(x.long())
