@@ -322,6 +322,25 @@ def test_addr_runs_the_cpu_kernel():
     assert torch.openreg.executor_counts()["aten::addr"] == (1, 0)  # one kernel, not a decomposition
 
 
+def test_grouped_mm_is_one_kernel_that_reads_its_offsets_on_the_device():
+    """A Mixture of Experts' layer (transformers' grouped_mm experts): PyTorch's composite loops over the
+    groups and copies the offsets to the host; openreg runs it as one kernel, as CUDA does, forward and
+    backward, with the CPU's results."""
+    torch.manual_seed(0)
+    tokens, weights = torch.randn(24, 16, dtype=torch.bfloat16), torch.randn(3, 16, 8, dtype=torch.bfloat16)
+    offsets = torch.tensor([5, 13, 24], dtype=torch.int32)  # CUDA wants 16-byte strides
+    results = {}
+    for device in ("cpu", "openreg"):
+        leaves = [t.detach().to(device).requires_grad_() for t in (tokens, weights)]
+        torch.openreg.reset_fallback_counts()  # and the executor's counts
+        out = torch._grouped_mm(*leaves, offs=offsets.to(device))
+        out.backward(torch.ones_like(out))
+        results[device] = [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+    torch.testing.assert_close(results["openreg"], results["cpu"], rtol=0, atol=0)
+    # One kernel each for the forward and both gradients (a first call with new dtypes runs synchronously).
+    assert sum(torch.openreg.executor_counts()["aten::_grouped_mm"]) == 3
+
+
 # ------------------------------------------- Meta answers the CPU contradicts
 
 

@@ -178,6 +178,25 @@ def test_the_cpu_fallback_needs_values_too(timing_only):
         torch.openreg.set_device_executor_enabled(True)
 
 
+def test_an_operator_pinned_to_the_cpu_is_launched_as_the_device_would_launch_it(timing_only):
+    """histc, pinned to the CPU (PerOperatorFallback.cpp), as Mixtral's router calls it: the CPU has no
+    values to compute from, so the executor launches it, its bins sized by Meta (Note [An operator pinned
+    to the CPU in timing-only mode]); OPENREG_FALLBACK=error still refuses it."""
+    t = torch.rand(64, device="openreg")
+    torch.openreg.reset_fallback_counts()
+    with torch.openreg.record_activity() as recording:
+        bins = torch.histc(t, bins=8, min=0, max=1)
+    assert bins.shape == (8,) and bins.device.type == "openreg" and torch.openreg.fallback_counts() == {}
+    launched = [recording.operators[r.external_correlation_id].name for r in recording.activity if r.kind == "launch"]
+    assert launched == ["aten::histc"]
+    torch.openreg.set_fallback_mode("error")
+    try:
+        with pytest.raises(NotImplementedError, match="aten::histc"):
+            torch.histc(t, bins=8)
+    finally:
+        torch.openreg.set_fallback_mode("warn")
+
+
 def test_switching_back_computes_values_again():
     torch.openreg.set_timing_only(True)
     skipped = torch.ones(4, device="openreg") * 3  # queued in timing-only mode: never computed

@@ -95,8 +95,16 @@ void runOnCpuChecked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// Note [An operator pinned to the CPU in timing-only mode]
+// Timing-only mode computes no values, so the CPU has none to compute from
+// and none to copy back. An operator pinned to the CPU (histc, which
+// Mixtral's router calls) then goes to the device executor, which launches
+// a kernel that computes nothing with outputs Meta sized, as the real
+// device's own kernel for it would be launched; one Meta cannot size is
+// refused there. OPENREG_FALLBACK=error still refuses it here.
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   checkCommonDevice(op, *stack);
+  if (timingOnly() && mode.load() != FallbackMode::Error && runOnDevice(op, stack)) return;
   runOnCpuChecked(op, stack);
 }
 
@@ -120,11 +128,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // its own: native_layer_norm becomes batch_norm and addcmul, native_group_norm
 // a chain of reductions, addr an outer product and an add. The CPU (like
 // CUDA) has a fused kernel for each, and the decompositions round
-// differently and cost several launches. Registered here, these operators
-// run the CPU's kernel through the executor instead. (Structured operators'
+// differently and cost several launches. _grouped_mm (a Mixture-of-Experts
+// layer's products) is a loop over its groups that copies the offsets to
+// the host; CUDA's one kernel reads them on the device, and timing-only mode
+// has none to copy. Registered here, these operators run the CPU's kernel
+// through the executor instead, as one launch. (Structured operators'
 // functional kernels are composite too, but they call the out= kernel.)
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out"}) {
+  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "_grouped_mm"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&globalFallback>());
   }
 }
