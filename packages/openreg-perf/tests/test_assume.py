@@ -74,6 +74,21 @@ def test_a_mixture_of_experts_is_predicted_with_uniform_routing(h100_here):
     assert run.report.unknown_operators == []  # topk, nonzero_static and the indexing each have a rule
 
 
+def test_transformers_mixtral_trains_in_timing_only_mode_each_operator_priced(h100_here):
+    """transformers' Mixtral routes with histc and runs its experts as one _grouped_mm (no selection to
+    assume): both run without values, as on CUDA, and have cost rules."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2)
+    model, tokens = MixtralForCausalLM(config).to("openreg", torch.bfloat16), torch.zeros(2, 16, dtype=torch.long)
+    with openreg_perf.simulate(h100_here, execute=False) as run:
+        model(input_ids=tokens.to("openreg"), labels=tokens.to("openreg")).loss.backward()
+    operators = {kernel.op for kernel in run.kernels}
+    assert {"aten::histc", "aten::_grouped_mm"} <= operators and run.report.unknown_operators == []
+    assert all(p.grad.shape == p.shape for p in model.parameters() if p.requires_grad)
+
+
 def test_the_backward_pass_of_boolean_indexing_selects_what_its_forward_did(h100_here):
     """out[mask] += f(x[mask])'s backward selects the gradient's rows through the mask again: wrapped in an
     assume() of its own, whatever its fraction, each mask keeps its forward's size (another gives a

@@ -470,6 +470,24 @@ def test_sort_writes_every_value_and_its_index():
     check(result, 512 * 3, 512 * 2, 512 * (2 + 8), "reduction")  # along dim 0: slices of 8, 3 passes
 
 
+def test_histc_reads_its_input_and_writes_its_bins():
+    result = cost("aten::histc", [[256], [], [], []], [F32, "Scalar", "Scalar", "Scalar"], [None, 8, 0, 7])
+    check(result, 256, 256 * 4, 8 * 4, "reduction")
+
+
+def test_grouped_mm_splits_what_its_offsets_split_among_equal_groups():
+    """A Mixture of Experts' layer, 4 experts: tokens [64, 32] through weights [4, 32, 16]; its weight
+    gradient [32, 64] @ [64, 16] split along the 64 tokens into [4, 32, 16]."""
+    forward = cost("aten::_grouped_mm", [[64, 32], [4, 32, 16], [4], [], []], [BF16, BF16, "int", "", "Scalar"],
+                   [None, None, None, None, None])
+    check(forward, 2 * 64 * 32 * 16, 2 * (64 * 32 + 4 * 32 * 16) + 16, 2 * 64 * 16, "matmul")
+    assert forward.matrix == MatrixShape(4, 16, 16, 32)
+    weight_gradient = cost("aten::_grouped_mm", [[32, 64], [64, 16], [4], [], []], [BF16, BF16, "int", "", "Scalar"],
+                           [None, None, None, None, None])
+    check(weight_gradient, 2 * 32 * 64 * 16, 2 * (32 * 64 + 64 * 16) + 16, 2 * 4 * 32 * 16, "matmul")
+    assert weight_gradient.matrix == MatrixShape(4, 32, 16, 16)
+
+
 def test_nonzero_static_writes_its_stated_size_of_positions():
     result = cost("aten::nonzero_static", [[256, 2], [], []], ["bool", "Scalar", "Scalar"], [None, 64, -1])
     check(result, 512, 512, 64 * 2 * 8, "index")

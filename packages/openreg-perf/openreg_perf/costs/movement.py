@@ -112,6 +112,14 @@ def _select_in_order(name: str, args: _Args) -> Cost:
                  written, source)
 
 
+@rule("histc")
+def _histc(name: str, args: _Args) -> Cost:
+    """histc(self, bins, min, max): read self, add each element into its bin (an atomic add on chip)."""
+    source = args.tensor("self")
+    return _cost("reduction", source.numel, source.nbytes, args.value("bins", 100) * element_size(source.dtype),
+                 source)
+
+
 @rule("nonzero_static")
 def _nonzero_static(name: str, args: _Args) -> Cost:
     """nonzero_static(self, size, fill_value): read self, write size positions of self.dim() int64 each."""

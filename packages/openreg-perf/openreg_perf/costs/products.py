@@ -70,6 +70,27 @@ def _scaled_mm(name: str, args: _Args) -> Cost:
     return _cost("matmul", 2 * m * n * k, read, m * n * element_size(out_dtype), left, MatrixShape(1, m, n, k))
 
 
+@rule("_grouped_mm")
+def _grouped_mm(name: str, args: _Args) -> Cost:
+    """_grouped_mm(self, mat2, offs, bias, out_dtype): a group of products in one kernel (a Mixture of
+    Experts' layer). offs splits what is shared: 2-D self [T, K] with 3-D mat2 [G, K, N] splits the T rows
+    among the groups, 3-D with 2-D splits the columns, 2-D with 2-D (the weight gradient, [G, M, N]) the
+    shared K; 3-D with 3-D is a batch. The offsets are data: each group is taken to get an equal share."""
+    left, right, offs = args.tensor("self"), args.tensor("mat2"), args.tensor("offs")
+    three_d = left if len(left.shape) == 3 else right if len(right.shape) == 3 else None
+    groups = three_d.shape[0] if three_d else offs.shape[0]
+    m, k, n = left.shape[-2], left.shape[-1], right.shape[-1]
+    if len(left.shape) == 2 and len(right.shape) == 3:
+        m = math.ceil(m / groups)
+    elif len(left.shape) == 3 and len(right.shape) == 2:
+        n = math.ceil(n / groups)
+    elif len(left.shape) == 2:
+        k = math.ceil(k / groups)
+    written = groups * m * n * element_size(SCALAR_TYPES.get(args.value("out_dtype"), left.dtype))
+    return _cost("matmul", 2 * groups * m * n * k, _bytes([left, right, offs, args.tensor("bias")]), written, left,
+                 MatrixShape(groups, m, n, k))
+
+
 # -------------------------------------------------------------------------------------- convolution
 
 CONVOLUTIONS = ("convolution", "_convolution", "convolution_overrideable", "conv1d", "conv2d", "conv3d")
