@@ -157,8 +157,7 @@ class Run:
     def summary(self, top: int = 10) -> str:
         from . import report
 
-        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
-            raise ValueError(f"top is how many kernels to list, a whole number, not {top!r}")
+        top = _checked_ranks(top, "top (how many kernels to list)", least=0)
         text = report.summary(self.profile, self.report, self.kernels, top, self.ranks)
         for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
             text = f"{warning}\n{text}"
@@ -250,6 +249,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
         torch.openreg.reset_peak_memory_stats(device)
     timing_only, was_strict = torch.openreg.is_timing_only(), torch.openreg.is_timing_only_strict()
     run.timing_only = timing_only or not execute
+    strict = strict or (timing_only and was_strict)  # the user's own strict timing-only mode stays strict
     torch.openreg.set_timing_only(run.timing_only, strict=strict)
     reads_before, assumed_before = torch.openreg.values_read_as_nan(), len(assumptions.ASSUMED)
     raised = None
@@ -284,7 +284,7 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict:
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
         error.add_note(f"openreg_perf: {_value_read_refusal(how, strict)}")
-    elif _DATA_DEPENDENT_SIZE in str(error) and run.timing_only:
+    elif _DATA_DEPENDENT_SIZE in _message(error) and run.timing_only:
         error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
                        "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
                        "fraction of its candidates selected (Note [Assumed selections]). The backward pass of "
@@ -312,9 +312,17 @@ def _does_not_fit_here(profile: Profile) -> str:
             f"importing torch, then simulate(..., execute=False); the command line's --no-execute)")
 
 
+def _message(error: BaseException) -> str:
+    """str(error), or "" where the exception's own __str__ raises: the user's exception must still go on."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - whatever a broken __str__ raises
+        return ""
+
+
 def _one_line(error: BaseException) -> str:
     """'TypeError: message', the message's first line only (a summary's first line names it)."""
-    message = str(error).strip().splitlines()
+    message = _message(error).strip().splitlines()
     return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
@@ -341,16 +349,20 @@ def _value_read_refusal(how: str, strict: bool = False) -> str:
 def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
     """Whether error is torch-openreg's timing-only refusal of a read of a tensor's values: printing it,
     .item(), .tolist(), a copy to the CPU (Note [Reading values in timing-only mode])."""
-    message = str(error)
+    message = _message(error)
     return isinstance(error, RuntimeError) and _TIMING_ONLY_REFUSAL in message and any(
         read in message for read in _VALUE_READS)
 
 
-def _checked_ranks(count, name: str = "ranks") -> int:
-    """A count as given by the user (ranks, micro-batches, ...): a whole number of at least 1 (True is
-    not one; 0 is refused, not taken for the default)."""
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, not {count!r}")
+# More ranks (or micro-batches, kernels to list) than any machine has: a typo (2**62), not a plan.
+MOST_COUNTED = 2**20
+
+
+def _checked_ranks(count, name: str = "ranks", least: int = 1) -> int:
+    """A count as given by the user (ranks, micro-batches, ...): a whole number from `least` to
+    MOST_COUNTED (True is not one; 0 ranks is refused, not taken for the default); numpy's integers too."""
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not least <= count <= MOST_COUNTED:
+        raise ValueError(f"{name} must be a whole number from {least} to {MOST_COUNTED:,}, not {count!r}")
     return int(count)
 
 

@@ -165,12 +165,14 @@ def _load_profile(name_or_path: str):
 
 def _at_least_one(text: str) -> int:
     """--ranks, --micro-batches, --chunks, --tp, --dp: a whole number of at least 1 (0 is not "the default")."""
+    from . import MOST_COUNTED
+
     try:
         ranks = int(text)
     except ValueError:
         ranks = 0
-    if ranks < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    if not 1 <= ranks <= MOST_COUNTED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MOST_COUNTED:,}, not {text!r}")
     return ranks
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import re
 
+import numpy as np
 import openreg_perf
 import pytest
 import torch
@@ -20,10 +21,10 @@ def a_product():
     return lambda: a @ a
 
 
-@pytest.mark.parametrize("ranks", [0, -2, True, 1.5, "2"])
+@pytest.mark.parametrize("ranks", [0, -2, True, 1.5, "2", 2**62])
 def test_simulate_refuses_ranks_that_are_not_a_whole_number_of_at_least_one(ranks):
     ran = []
-    with pytest.raises(ValueError, match=re.escape(f"ranks must be a whole number of at least 1, not {ranks!r}")):
+    with pytest.raises(ValueError, match=re.escape(f"ranks must be a whole number from 1 to 1,048,576, not {ranks!r}")):
         with openreg_perf.simulate("h100-sxm", ranks=ranks):
             ran.append(True)
     assert not ran  # refused before the program ran
@@ -42,7 +43,7 @@ def test_predicting_again_refuses_zero_ranks_and_an_unknown_host():
     with openreg_perf.simulate("h100-sxm", ranks=2) as run:
         product()
     assert not run.partial and run.error is None
-    with pytest.raises(ValueError, match="ranks must be a whole number of at least 1, not 0"):
+    with pytest.raises(ValueError, match="ranks must be a whole number from 1 to 1,048,576, not 0"):
         run.predicted_again(ranks=0)
     with pytest.raises(ValueError, match="host must be one of .*, not 'measured'"):
         run.predicted_again(host="measured")
@@ -194,12 +195,27 @@ def test_simulate_leaves_the_strict_mode_it_found():
     """A program in strict timing-only mode stays in it after a prediction (it read NaN after one)."""
     torch.openreg.set_timing_only(True, strict=True)
     try:
-        with openreg_perf.simulate("h100-sxm"):  # runs in the mode it found
-            torch.ones(4, device="openreg")
+        with pytest.raises(RuntimeError, match="needs values of device memory"):
+            with openreg_perf.simulate("h100-sxm"):  # runs in the strict mode it found: a read raises
+                assert torch.openreg.is_timing_only_strict()
+                torch.ones(4, device="openreg").sum().item()
         assert torch.openreg.is_timing_only() and torch.openreg.is_timing_only_strict()
     finally:
         torch.openreg.set_timing_only(False)
     assert not torch.openreg.is_timing_only_strict()
+
+
+def test_an_exception_whose_message_cannot_be_made_still_goes_on_with_its_partial_prediction():
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("no message")
+
+    x = torch.ones(8, 8, device="openreg")
+    with pytest.raises(Unprintable):
+        with openreg_perf.simulate("h100-sxm") as run:
+            x @ x
+            raise Unprintable
+    assert run.partial and run.error == "Unprintable" and run.total_time_s > 0
 
 
 def test_running_out_of_memory_in_a_region_says_how_to_predict_the_program():
@@ -232,8 +248,9 @@ def test_a_run_refuses_a_negative_top_and_a_trace_path_of_none():
     product = a_product()
     with openreg_perf.simulate("h100-sxm") as run:
         product()
-    with pytest.raises(ValueError, match="top is how many kernels to list"):
+    with pytest.raises(ValueError, match="top \\(how many kernels to list\\) must be a whole number from 0"):
         run.summary(top=-2)
+    assert run.summary(top=np.int64(1)) == run.summary(top=1)  # a count numpy made is a count
     with pytest.raises(TypeError):
         run.export_chrome_trace(None)
 

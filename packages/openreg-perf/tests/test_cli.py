@@ -69,7 +69,7 @@ def test_a_script_that_is_not_there_is_refused_in_one_line(tmp_path):
 def test_ranks_that_are_not_a_whole_number_of_at_least_one_are_refused(tmp_path, ranks):
     line = a_mistake(openreg_perf("run", "--profile", "h100-sxm", "--ranks", ranks, str(script(tmp_path, SMALL)),
                                   cwd=tmp_path))
-    assert line.endswith(f"argument --ranks: must be a whole number of at least 1, not {ranks!r}")
+    assert line.endswith(f"argument --ranks: must be a whole number from 1 to 1,048,576, not {ranks!r}")
 
 
 def test_a_script_runs_as_python_runs_it_and_may_end_with_sys_exit(tmp_path):

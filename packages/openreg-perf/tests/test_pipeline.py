@@ -114,10 +114,10 @@ def test_a_device_reduces_its_gradients_while_the_devices_before_it_still_run_th
     (dict(schedule="interleaved-1f1b", chunks=2, micro_batches=6), "not a multiple of 4"),
     (dict(recomputation="selective"), "not 'selective' .selective recomputation is predicted as it runs, from "
                                       "stages whose modules checkpoint themselves"),
-    (dict(micro_batches=0), "micro_batches must be a whole number of at least 1, not 0"),
-    (dict(micro_batches=True), "micro_batches must be a whole number of at least 1, not True"),
-    (dict(tensor_parallel=0), "tensor_parallel must be a whole number of at least 1, not 0"),
-    (dict(data_parallel=1.5), "data_parallel must be a whole number of at least 1, not 1.5"),
+    (dict(micro_batches=0), "micro_batches must be a whole number from 1 to 1,048,576, not 0"),
+    (dict(micro_batches=True), "micro_batches must be a whole number from 1 to 1,048,576, not True"),
+    (dict(tensor_parallel=0), "tensor_parallel must be a whole number from 1 to 1,048,576, not 0"),
+    (dict(data_parallel=1.5), "data_parallel must be a whole number from 1 to 1,048,576, not 1.5"),
     (dict(stages=[StageTimes(-1e-3, 2e-3, 1e6)] * 8), "stage 0: its times and sizes must be finite and not negative"),
     (dict(stages=[StageTimes(float("nan"), 2e-3, 1e6)] * 8), "must be finite"),
 ])
