@@ -242,6 +242,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
         profile = load_profile(profile)
     run = Run(profile, ranks, execute, host)
     devices = list(range(torch.openreg.device_count()))
+    _check_not_capturing(devices)
     if not execute:
         _check_capacity(profile, devices)
     capture.recording_cost_per_operator()  # measured once per process, and not in the region's memory
@@ -402,6 +403,18 @@ def _check_capacity(profile: Profile, devices: list[int]) -> None:
                 f"{wanted} bytes ({wanted / 2**30:.1f} GiB); openreg:{device} has {capacity}. Call "
                 f"openreg_perf.devices_for({profile.name!r}) before importing torch, or start Python with "
                 f"OPENREG_DEVICE_MEMORY={wanted} (python -m openreg_perf run --no-execute does it for you)")
+
+
+def _check_not_capturing(devices: list[int]) -> None:
+    """A region's end waits for its work, which a graph capture forbids: it would invalidate the capture."""
+    import torch
+
+    for device in devices:
+        if torch.openreg.current_stream(device).is_capturing():
+            raise RuntimeError(
+                f"openreg_perf: simulate() cannot start while openreg:{device}'s current stream captures a graph: "
+                f"the region's end waits for its work, which would invalidate the capture. Predict the program's "
+                f"eager form (a replay's kernels have no recorded operators)")
 
 
 def _counted(count: int, thing: str) -> str:

@@ -205,6 +205,23 @@ def test_simulate_leaves_the_strict_mode_it_found():
     assert not torch.openreg.is_timing_only_strict()
 
 
+def test_a_region_cannot_start_inside_a_graph_capture_and_the_capture_survives_the_refusal():
+    """The region's end waits for its work, which would invalidate the capture with an error that names
+    neither: refused before anything is recorded, and the graph captures and replays as if not asked."""
+    x = torch.zeros(4, device="openreg")
+    x.add_(1)  # a first call of its dtypes runs synchronously, which a capture refuses
+    torch.openreg.synchronize()
+    graph = torch.accelerator.Graph()
+    with torch.Stream(device="openreg"), graph:
+        with pytest.raises(RuntimeError, match="cannot start while openreg:0's current stream captures a graph"):
+            with openreg_perf.simulate("h100-sxm"):
+                pass
+        x.add_(1)
+    graph.replay()
+    torch.openreg.synchronize()
+    assert x.cpu().tolist() == [2.0] * 4
+
+
 def test_an_exception_whose_message_cannot_be_made_still_goes_on_with_its_partial_prediction():
     class Unprintable(Exception):
         def __str__(self):
