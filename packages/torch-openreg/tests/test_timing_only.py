@@ -241,6 +241,23 @@ def test_a_tensor_made_in_timing_only_mode_is_refused_for_real_naming_its_maker(
     assert torch.ones(65536, device="openreg").sum().item() == 65536.0  # memory made for real is fine
 
 
+def test_a_dlpack_export_of_memory_never_computed_is_refused_in_either_mode():
+    """A tensor imported from DLPack has no allocator block to carry the mark: its reads would go
+    unchecked, so the export is refused, by Tensor.__dlpack__ (torch.from_dlpack) and to_dlpack."""
+    torch.openreg.set_timing_only(True)
+    try:
+        threes = torch.ones(4, device="openreg") * 3
+        with pytest.raises(RuntimeError, match="a DLPack export .* never computed: it was made in timing-only mode "
+                                               "by aten::mul"):
+            torch.from_dlpack(threes)
+    finally:
+        torch.openreg.set_timing_only(False)
+    with pytest.raises(RuntimeError, match="a DLPack export .* made in timing-only mode by aten::mul"):
+        torch.utils.dlpack.to_dlpack(threes)
+    threes.fill_(3.0)  # written whole for real: computed again
+    assert torch.from_dlpack(threes).cpu().tolist() == [3.0] * 4
+
+
 def test_a_tensor_overwritten_for_real_after_the_region_is_usable_again():
     torch.openreg.set_timing_only(True)
     made = [torch.ones(1000, device="openreg") for _ in range(4)]

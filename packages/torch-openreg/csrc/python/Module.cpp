@@ -173,6 +173,7 @@ void bindModule(py::module_ m) {
     setFallbackMode(*mode);
   });
   m.def("_get_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
+  m.def("_check_exportable", [](const at::Tensor& t) { checkExportable(t); });
   m.def("_set_strict_value_reads", [](bool strict) { setStrictValueReads(strict); });
   m.def("_strict_value_reads", [] { return strictValueReadsOn(); });
   m.def("_values_read_as_nan", [] { return valuesReadAsNaN(); });

@@ -113,6 +113,19 @@ void noteOverwritten(const char* work, const at::Tensor& t) {
   if (coversItsStorage(t)) block->uncomputedBy.store(nullptr);
 }
 
+namespace {
+
+[[noreturn]] void refuseNeverComputed(const char* work, const at::Tensor& t, const char* maker) {
+  std::string made = *maker == '\0' ? std::string("allocated in timing-only mode and never written")
+                                    : "made in timing-only mode by " + std::string(maker);
+  TORCH_CHECK(false, "openreg: ", work, " reads a tensor on ", t.device(), " whose values were never computed: it "
+              "was ", made, " (torch.openreg.set_timing_only(True), OPENREG_TIMING_ONLY=1 or "
+              "openreg_perf.simulate(..., execute=False)), which queues work without running it. Compute it "
+              "again outside timing-only mode, or overwrite it for real first (copy_, fill_, zero_)");
+}
+
+}  // namespace
+
 void checkOperandComputed(const char* work, const at::Tensor& t, bool onlyReads) {
   Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;
   if (block == nullptr) return;
@@ -122,12 +135,13 @@ void checkOperandComputed(const char* work, const at::Tensor& t, bool onlyReads)
     if (written == t.storage().unsafeGetStorageImpl()) return noteOverwritten(work, t);
   }
   if (timingOnly()) return nameMaker(*block, work, onlyReads);
-  std::string made = *maker == '\0' ? std::string("allocated in timing-only mode and never written")
-                                    : "made in timing-only mode by " + std::string(maker);
-  TORCH_CHECK(false, "openreg: ", work, " reads a tensor on ", t.device(), " whose values were never computed: it "
-              "was ", made, " (torch.openreg.set_timing_only(True), OPENREG_TIMING_ONLY=1 or "
-              "openreg_perf.simulate(..., execute=False)), which queues work without running it. Compute it "
-              "again outside timing-only mode, or overwrite it for real first (copy_, fill_, zero_)");
+  refuseNeverComputed(work, t, maker);
+}
+
+void checkExportable(const at::Tensor& t) {
+  Block* block = t.defined() ? blockOf(t.storage().data_ptr()) : nullptr;
+  const char* maker = block != nullptr ? block->uncomputedBy.load() : nullptr;
+  if (maker != nullptr) refuseNeverComputed("a DLPack export (its importer reads the memory unchecked)", t, maker);
 }
 
 WritesWithoutReading::WritesWithoutReading(c10::ArrayRef<at::Tensor> written)

@@ -50,6 +50,9 @@ bool someMemoryMarked();
 // says that work does not change t (a copy's source).
 void checkOperandComputed(const char* work, const at::Tensor& t, bool onlyReads = false);
 void noteOverwritten(const char* work, const at::Tensor& t);
+// Before a DLPack export of t: a tensor imported from it has no block to
+// check, so memory never computed is refused here, in either mode.
+void checkExportable(const at::Tensor& t);
 
 // LITERALINCLUDE START: VALUES_READ_NOTE
 // Note [Values read in timing-only mode]
