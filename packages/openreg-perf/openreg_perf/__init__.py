@@ -57,6 +57,7 @@ class Run:
         self.timing_only = not executed  # the region ran in timing-only mode (also when it was on before)
         self.assumptions: list[Assumption] = []
         self.fsdp_world_size: int | None = None  # the world size FSDP2 sharded over in the region, if it ran
+        self.allocated = False  # whether the region allocated openreg memory (a warning tells it ran no work)
 
     def _finish(self, trace, memory: dict, error: str | None = None) -> None:
         from . import capture, timeline
@@ -116,6 +117,9 @@ class Run:
     def _nothing_on_openreg(self) -> str | None:
         if self.trace is None or self.trace.work or self.partial:
             return None
+        if self.allocated:  # so its tensors are where they should be
+            return ("no work ran on openreg in the region: it allocated openreg memory and ran no kernel or copy, "
+                    "so there is no time to predict")
         return ("no work ran on openreg in the region: a model or tensors left on the CPU (or on \"cuda\") are "
                 "not predicted; move them with .to(\"openreg\")")
 
@@ -151,6 +155,7 @@ class Run:
         other = Run(profile or self.profile, ranks, self.executed, host)
         other.timing_only, other.values_read_as_nan = self.timing_only, self.values_read_as_nan
         other.assumptions, other.fsdp_world_size = self.assumptions, self.fsdp_world_size
+        other.allocated = self.allocated
         other._finish(self.trace, self.memory, self.error)
         return other
 
@@ -248,6 +253,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     capture.recording_cost_per_operator()  # measured once per process, and not in the region's memory
     for device in devices:
         torch.openreg.reset_peak_memory_stats(device)
+    allocations_before = _allocations(devices)
     timing_only, was_strict = torch.openreg.is_timing_only(), torch.openreg.is_timing_only_strict()
     run.timing_only = timing_only or not execute
     strict = strict or (timing_only and was_strict)  # the user's own strict timing-only mode stays strict
@@ -265,6 +271,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
         torch.openreg.set_timing_only(timing_only, strict=was_strict)
         _REGION_RUNNING.remove(run)
     run.values_read_as_nan = torch.openreg.values_read_as_nan() - reads_before
+    run.allocated = _allocations(devices) > allocations_before
     run.assumptions = assumptions.ASSUMED[assumed_before:]
     trace.host_pauses_ns = sorted(memory.pauses_ns)
     run.fsdp_world_size = _world_size() if memory.sharded_by_fsdp else None
@@ -403,6 +410,13 @@ def _check_capacity(profile: Profile, devices: list[int]) -> None:
                 f"{wanted} bytes ({wanted / 2**30:.1f} GiB); openreg:{device} has {capacity}. Call "
                 f"openreg_perf.devices_for({profile.name!r}) before importing torch, or start Python with "
                 f"OPENREG_DEVICE_MEMORY={wanted} (python -m openreg_perf run --no-execute does it for you)")
+
+
+def _allocations(devices: list[int]) -> int:
+    """How many blocks the caching allocator has handed out on these devices, ever."""
+    import torch
+
+    return sum(torch.openreg.memory_stats(device).get("allocation.all.allocated", 0) for device in devices)
 
 
 def _check_not_capturing(devices: list[int]) -> None:

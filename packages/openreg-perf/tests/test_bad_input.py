@@ -159,6 +159,9 @@ def test_a_region_that_runs_nothing_on_openreg_warns_and_says_so_first():
         with openreg_perf.simulate("h100-sxm") as run:
             weight @ weight
     assert run.summary().startswith("no work ran on openreg in the region")
+    with pytest.warns(RuntimeWarning, match="it allocated openreg memory and ran no kernel or copy"):
+        with openreg_perf.simulate("h100-sxm"):  # tensors on openreg, but only allocated: not left on the CPU
+            torch.empty(1024, 1024, device="openreg")
 
 
 def test_a_region_larger_than_the_profiles_device_warns_that_it_does_not_fit():
