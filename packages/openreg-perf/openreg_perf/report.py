@@ -197,17 +197,18 @@ def summary(profile: Profile, report: RegionReport, kernels: list[KernelRecord],
         lines.append(f"  default cost for   {', '.join(report.unknown_operators)}")
     if report.without_operator:
         lines.append(f"  no operator for    {without_operator_text(report.without_operator)}")
-    lines.append(f"  {'kernel':<48} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
     by_name: dict[str, list[KernelRecord]] = {}
     for record in kernels:
         by_name.setdefault(record.op or record.name, []).append(record)
-    ranked = sorted(by_name.items(), key=lambda entry: -sum(r.seconds for r in entry[1]))
+    ranked = sorted(by_name.items(), key=lambda entry: -sum(r.seconds for r in entry[1]))[:top]
+    width = max([48] + [len(name) for name, _ in ranked])  # whole names: two may differ only at their ends
+    lines.append(f"  {'kernel':<{width}} {'count':>6} {'time':>12} {'share':>6}  {'bound':<15} achieved")
     busy = sum(r.seconds for r in kernels) or 1.0
-    for name, records in ranked[:top]:
+    for name, records in ranked:
         seconds = sum(r.seconds for r in records)
         bounds = {r.bound for r in records}
         achieved = max(r.achieved_fraction for r in records)
-        lines.append(f"  {name[:48]:<48} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
+        lines.append(f"  {name:<{width}} {len(records):>6} {_time(seconds):>12} {100 * seconds / busy:>5.1f}%  "
                      f"{'/'.join(sorted(bounds)):<15} {100 * achieved:5.1f}%")
     return "\n".join(lines)
 # LITERALINCLUDE END: PERF_SUMMARY

@@ -129,6 +129,17 @@ def test_a_report_on_a_chip_without_measurements_names_what_stands_in_for_each_s
             "[efficiency] the hopper chips' defaults, [collectives] the hopper chips' defaults") in run.summary()
 
 
+def test_the_summary_names_each_kernel_whole():
+    """Attention's forward and backward differ only after the 48th character: both are named whole."""
+    q = torch.randn(2, 4, 64, 32, device="openreg", requires_grad=True)
+    with openreg_perf.simulate("h100-sxm") as run:
+        nn.functional.scaled_dot_product_attention(q, q, q).sum().backward()
+    lines = run.summary().splitlines()
+    for name in ("aten::_scaled_dot_product_fused_attention_overrideable",
+                 "aten::_scaled_dot_product_fused_attention_overrideable_backward"):
+        assert any(line.split()[0] == name for line in lines), name
+
+
 class DemoCNN(nn.Module):
     """tools/demo.py's CNN, its loss included, as the benchmarks' models have theirs."""
 
