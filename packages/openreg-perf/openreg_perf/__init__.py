@@ -292,6 +292,12 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict:
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
         error.add_note(f"openreg_perf: {_value_read_refusal(how, strict)}")
+    elif _DATA_DEPENDENT_SIZE in _message(error) and run.timing_only and not _selects(_message(error)):
+        operator = _message(error).removeprefix("openreg: ").split(" ")[0]
+        error.add_note(f"openreg_perf: {operator}'s result depends on the data in a way openreg_perf.assume cannot "
+                       f"state (it states how many elements a selection keeps: nonzero, torch.where(condition), "
+                       f"boolean masks, masked_select): leave {operator} out of the region, or predict with "
+                       f"execute=True")
     elif _DATA_DEPENDENT_SIZE in _message(error) and run.timing_only:
         error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
                        "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
@@ -343,6 +349,14 @@ def _one_line(error: BaseException) -> str:
 _TIMING_ONLY_REFUSAL = "needs values of device memory, and openreg runs in timing-only mode"
 _VALUE_READS = ("aten::_local_scalar_dense", "a copy from an openreg tensor to the CPU")
 _DATA_DEPENDENT_SIZE = "its output shape depends on the data"
+# The refused operators behind the selections assume() sizes (Note [Assumed selections]): indexing with
+# a mask and torch.where(condition) call nonzero.
+_SELECTIONS = ("openreg: aten::nonzero ", "openreg: aten::masked_select ", "openreg: aten::index",
+               "openreg: aten::_index_put_impl_ ")
+
+
+def _selects(message: str) -> bool:
+    return message.startswith(_SELECTIONS)
 
 
 def _value_read_refusal(how: str, strict: bool = False) -> str:

@@ -36,6 +36,18 @@ def test_without_an_assumption_the_refusal_says_how_to_state_one(h100_here):
     assert run.partial
 
 
+@pytest.mark.parametrize("operator, call", [("aten::_unique2", torch.unique), ("aten::bincount", torch.bincount),
+                                             ("aten::equal", lambda x: torch.equal(x, x))])
+def test_a_data_dependent_result_assume_cannot_state_is_not_sent_to_assume(h100_here, operator, call):
+    x = torch.randint(0, 4, (16,), device="openreg")
+    with pytest.raises(RuntimeError, match="output shape depends on the data") as refusal:
+        with openreg_perf.simulate(h100_here, execute=False):
+            call(x)
+    note = "".join(refusal.value.__notes__)
+    assert f"{operator}'s result depends on the data in a way openreg_perf.assume cannot state" in note
+    assert "selected=FRACTION" not in note
+
+
 def test_an_executed_region_selects_what_its_data_selects():
     x = torch.randn(64, 4, device="openreg")
     with openreg_perf.simulate("h100-sxm") as run, openreg_perf.assume(selected=0.25):
