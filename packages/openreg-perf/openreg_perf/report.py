@@ -275,9 +275,11 @@ def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title
     chart (achieved FLOP/s against arithmetic intensity, log-log) with each kernel a point."""
     width, lane_height, margin = 900, 22, 150
     lanes = sorted({(item.work.device, item.work.stream) for item in timeline.items if item.category != "sync"})
-    total = timeline.total_s or 1.0
-    timeline_height = 40 + lane_height * len(lanes)
+    total = timeline.total_s or 1.0  # the scale's: an empty region's axis still ends at its 0 s
+    timeline_height = 40 + lane_height * max(1, len(lanes))
     parts = [f'<text x="10" y="20" font-size="14">{html.escape(title)}</text>']
+    if not lanes:
+        parts.append(f'<text x="{margin}" y="45" font-size="11">no work ran in the region</text>')
     for row, lane in enumerate(lanes):
         y = 30 + row * lane_height
         parts.append(f'<text x="10" y="{y + 15}" font-size="11">device {lane[0]}, stream {lane[1]}</text>')
@@ -290,7 +292,7 @@ def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title
                          f'fill="{_color(item.category, item.bound)}"><title>{html.escape(item.work.name)} '
                          f'{_time(item.seconds)}</title></rect>')
     parts.append(f'<text x="{margin}" y="{timeline_height}" font-size="11">0</text>'
-                 f'<text x="{width - 80}" y="{timeline_height}" font-size="11">{_time(total)}</text>')
+                 f'<text x="{width - 80}" y="{timeline_height}" font-size="11">{_time(timeline.total_s)}</text>')
     parts += _legend(10, timeline_height + 8)
     chart_top = timeline_height + 34
     parts += _roofline_chart(profile, kernels, chart_top, width)

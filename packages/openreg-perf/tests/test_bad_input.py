@@ -152,13 +152,16 @@ def test_a_prediction_from_a_recording_that_dropped_records_says_it_is_incomplet
     assert not whole.summary().startswith("incomplete")
 
 
-def test_a_region_that_runs_nothing_on_openreg_warns_and_says_so_first():
+def test_a_region_that_runs_nothing_on_openreg_warns_and_says_so_first(tmp_path):
     """A model left on the CPU (or written for "cuda") runs, but nothing of it is predicted: 0 s is no answer."""
     weight = torch.randn(64, 64)
     with pytest.warns(RuntimeWarning, match=r"no work ran on openreg in the region.*\.to\(\"openreg\"\)"):
         with openreg_perf.simulate("h100-sxm") as run:
             weight @ weight
     assert run.summary().startswith("no work ran on openreg in the region")
+    run.plot(tmp_path / "empty.svg")  # its picture says so, its time axis from 0 to 0, not to a made-up 1 s
+    picture = (tmp_path / "empty.svg").read_text()
+    assert "no work ran in the region" in picture and ">0.0 us</text>" in picture and "1000.000 ms" not in picture
     with pytest.warns(RuntimeWarning, match="it allocated openreg memory and ran no kernel or copy"):
         with openreg_perf.simulate("h100-sxm"):  # tensors on openreg, but only allocated: not left on the CPU
             torch.empty(1024, 1024, device="openreg")
