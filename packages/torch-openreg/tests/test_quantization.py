@@ -86,15 +86,21 @@ def test_a_compiled_quantized_model_on_openreg_matches_the_cpu(tmp_path, monkeyp
 QAT_CONFIG = torchao_quantization.Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4)
 
 
-def qat_trained(model: nn.Module, device: str, steps: int = 3) -> list[float]:
+def qat_trained(model: nn.Module, device: str) -> list[float]:
     """Quantization-aware training: fake-quantized int8 activations and int4
     weights in the forward, full-precision gradients; the losses per step."""
     torchao_quantization.quantize_(model, torchao_quantization.qat.QATConfig(QAT_CONFIG, step="prepare"))
+    return sgd_losses(model, device, batch=8)
+
+
+def sgd_losses(model: nn.Module, device: str, batch: int, steps: int = 3) -> list[float]:
+    """A few SGD steps on random batches drawn on the CPU (the same on every
+    device); the losses per step."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     torch.manual_seed(1)
     losses = []
     for _ in range(steps):
-        x, target = torch.randn(8, 64).to(device), torch.randn(8, 16).to(device)
+        x, target = torch.randn(batch, 64).to(device), torch.randn(batch, 16).to(device)
         loss = nn.functional.mse_loss(model(x), target)
         optimizer.zero_grad()
         loss.backward()
@@ -121,22 +127,13 @@ def test_quantization_aware_training_on_openreg_matches_the_cpu():
 
 
 # LITERALINCLUDE START: FLOAT8_TRAINING_ON_OPENREG
-def float8_trained(model: nn.Module, device: str, steps: int = 3) -> list[float]:
+def float8_trained(model: nn.Module, device: str) -> list[float]:
     """torchao's float8 training: each nn.Linear casts its input, weight and
     output gradient to float8 with a scale per tensor (dynamic scaling) and
-    multiplies them with torch._scaled_mm; the losses per step."""
+    multiplies them with torch._scaled_mm; the losses per step (sgd_losses,
+    above)."""
     torchao_float8.convert_to_float8_training(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    torch.manual_seed(1)
-    losses = []
-    for _ in range(steps):
-        x, target = torch.randn(16, 64).to(device), torch.randn(16, 16).to(device)
-        loss = nn.functional.mse_loss(model(x), target)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+    return sgd_losses(model, device, batch=16)
 # LITERALINCLUDE END: FLOAT8_TRAINING_ON_OPENREG
 
 
