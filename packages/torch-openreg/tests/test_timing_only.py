@@ -178,6 +178,18 @@ def test_the_cpu_fallback_needs_values_too(timing_only):
         torch.openreg.set_device_executor_enabled(True)
 
 
+def test_an_operator_whose_meta_kernel_refuses_its_arguments_is_refused_saying_so(timing_only):
+    """_grouped_mm's Meta kernel takes bf16 only, as CUDA's kernel does; the CPU's takes fp32 too. Without
+    Meta's answer timing-only mode has no output shape: the refusal quotes Meta's, not 'depends on the data'."""
+    tokens, weights = torch.randn(16, 16, device="openreg"), torch.randn(2, 16, 8, device="openreg")
+    offsets = torch.tensor([8, 16], dtype=torch.int32, device="openreg")
+    with pytest.raises(RuntimeError, match=r"aten::_grouped_mm \(its Meta kernel, which gives its output shape "
+                                           r"without computing, refused these arguments: .*BF16") as refused:
+        torch._grouped_mm(tokens, weights, offs=offsets)
+    assert "depends on the data" not in str(refused.value)
+    assert torch._grouped_mm(tokens.bfloat16(), weights.bfloat16(), offs=offsets).shape == (16, 8)
+
+
 def test_an_operator_pinned_to_the_cpu_is_launched_as_the_device_would_launch_it(timing_only):
     """histc, pinned to the CPU (PerOperatorFallback.cpp), as Mixtral's router calls it: the CPU has no
     values to compute from, so the executor launches it, its bins sized by Meta (Note [An operator pinned

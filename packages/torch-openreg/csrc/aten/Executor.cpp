@@ -173,12 +173,19 @@ void distrustMeta(OperatorInfo& info, const std::string& difference) {
 void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c10::DeviceIndex device,
              const Stack* meta) {
   const auto& schema = op.schema();
+  size_t argc = schema.arguments().size();
+  auto args = torch::jit::last(*stack, argc);
+  // A Meta kernel that refuses these arguments (one that takes only the
+  // dtypes CUDA's kernel takes) says so in timing-only mode's refusal.
+  std::string metaSaid = timingOnly() ? metaRefusal(op, args) : "";
+  if (!metaSaid.empty()) {
+    checkValuesComputed(info.name + " (its Meta kernel, which gives its output shape without computing, refused "
+                        "these arguments: " + metaSaid + ")");
+  }
   checkValuesComputed(info.name + " (its output shape depends on the data, or it returns no tensor)");
   TORCH_CHECK(!insideKernel(), "openreg: ", schema.operator_name(), " must wait on the host for its result (its output "
               "shape depends on the data, or the CPU kernel may refuse these arguments), and this call comes from "
               "inside a kernel, which cannot wait for its own stream; call it from the host");
-  size_t argc = schema.arguments().size();
-  auto args = torch::jit::last(*stack, argc);
   auto operands = std::make_shared<KernelArguments>(schema, args, device);
   auto results = std::make_shared<Stack>();
   auto failure = std::make_shared<std::exception_ptr>();

@@ -72,14 +72,33 @@ std::shared_ptr<const Stack> inferOnFunctionalTwin(const c10::OperatorHandle& op
   return results;
 }
 
-}  // namespace
-
-std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const auto& schema = op.schema();
+// args with each tensor replaced by a meta tensor of its sizes and strides.
+std::shared_ptr<Stack> onMeta(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
   auto meta = std::make_shared<Stack>();
   for (size_t i = 0; i < args.size(); ++i) {
     meta->push_back(isGeneratorArgument(schema.arguments()[i]) ? c10::IValue() : mapTensors(args[i], toMeta));
   }
+  return meta;
+}
+
+}  // namespace
+
+std::string metaRefusal(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return "";
+  std::shared_ptr<Stack> meta = onMeta(op.schema(), args);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), meta.get());
+    return "";
+  } catch (const c10::NotImplementedError&) {
+    return "";
+  } catch (const std::exception& error) {
+    std::string message = error.what();  // a Python meta function's NotImplementedError arrives as text
+    return message.rfind("NotImplementedError", 0) == 0 ? "" : message.substr(0, message.find('\n'));
+  }
+}
+
+std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  std::shared_ptr<Stack> meta = onMeta(op.schema(), args);
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), meta.get());
     return meta;

@@ -88,6 +88,10 @@ class KernelArguments {
 // without a Meta kernel takes its functional twin's (Note [An out= operator
 // without a Meta kernel] in OperatorCall.cpp).
 std::shared_ptr<const Stack> inferOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+// Why op's Meta kernel gave no answer for args: the first line of its
+// refusal, or "" where it answers, has none, or cannot answer without the
+// data (a NotImplementedError: nonzero, unique).
+std::string metaRefusal(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
 // Kernel only: calls op's CPU kernel on the stack, out= kernels that would
 // resize their device outputs rerun with temporaries.
