@@ -23,7 +23,7 @@ and perf_model.py's fit takes their kernel rows among its calibration rows: for 
 figures are in-sample, and perf_model.py's held-out table is the accuracy; the training steps were
 fitted to nothing.
 
-    .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--host profile] [--match TEXT]
+    .venv/bin/python tools/bench/perf_measured.py [--profile h100-sxm] [--rows] [--host profile] [--match TEXT ...]
                                                   [--measured DIR]
 """
 
@@ -124,13 +124,18 @@ def recorded(case, profile: str, calls: int, host: str = "launches"):
     return run
 
 
+def _matches(row: str, texts: list[str]) -> bool:
+    return not texts or any(text in row for text in texts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="h100-sxm")
     parser.add_argument("--measured", type=Path, default=HERE / "measured")
     parser.add_argument("--rows", action="store_true", help="print every row")
     parser.add_argument("--host", default="launches", choices=("launches", "profile"), help="the host model")
-    parser.add_argument("--match", default="", help="only the cases whose 'workload | config | precision' has this")
+    parser.add_argument("--match", action="append", default=[],
+                        help="only the cases whose 'workload | config | precision' has this (repeat: any of them)")
     parser.add_argument("--fit-host", action="store_true",
                         help="fit [host]'s calls, modules and steps to the training steps measured back to back")
     args = parser.parse_args()
@@ -153,7 +158,7 @@ def main() -> None:
     for make_cases in gpu_calibration.CASES.values():
         for case in make_cases():
             rows = [(case.workload, case.config, case.precision)]
-            if rows[0] not in measured or args.match not in " | ".join(rows[0]):
+            if rows[0] not in measured or not _matches(" | ".join(rows[0]), args.match):
                 continue
             try:
                 per_call, kernels, replayed = predict(case, args.profile, host=args.host)
@@ -176,7 +181,7 @@ def main() -> None:
                     print(f"{key[0][:44]:<44} {key[1][:40]:<40} {key[2]:<9} measured {seconds * 1e6:>10.1f} us"
                           f"  predicted {predicted * 1e6:>10.1f} us  ratio {predicted / seconds:5.2f}", flush=True)
     if not errors:
-        sys.exit(f"no measured row matches {args.match!r}")
+        sys.exit(f"no measured row matches {' or '.join(map(repr, args.match))}")
     host_rows = sum(1 for key in measured if key[0].startswith("host:"))
     print(f"\nopenreg-perf's {args.profile} profile against {args.measured.relative_to(HERE.parents[1])} "
           "(its launch, kernel floors, copy latency and pageable rate come from those rows, and its kernel\n"
