@@ -148,7 +148,7 @@ class Run:
         collectives' times; compute per rank is unchanged, as data parallelism keeps it), or with
         another host model: a 64-rank data-parallel step from a run with two ranks."""
         self._predicted_timeline()  # there is no recorded region to predict before the with block ends
-        ranks = self.ranks if ranks is None else _checked_ranks(ranks)
+        ranks = self.ranks if ranks is None else _checked_count(ranks)
         host = self.host if host is None else _checked_host(host)
         if profile is not None and not isinstance(profile, Profile):
             profile = load_profile(profile)
@@ -162,7 +162,7 @@ class Run:
     def summary(self, top: int = 10) -> str:
         from . import report
 
-        top = _checked_ranks(top, "top (how many kernels to list)", least=0)
+        top = _checked_count(top, "top (how many kernels to list)", least=0)
         text = report.summary(self.profile, self.report, self.kernels, top, self.ranks)
         for warning in filter(None, (self._nothing_on_openreg(), self._does_not_fit())):
             text = f"{warning}\n{text}"
@@ -241,7 +241,7 @@ def simulate(profile: str | Path | Profile, ranks: int | None = None, execute: b
     if _REGION_RUNNING:  # and before the outer region's peak memory statistics are reset
         raise RuntimeError("openreg_perf: simulate() regions do not nest, and one is running (python -m openreg_perf "
                            "run makes the whole script one): predict the outer region, or the inner one alone")
-    ranks = _world_size() if ranks is None else _checked_ranks(ranks)
+    ranks = _world_size() if ranks is None else _checked_count(ranks)
     host = _checked_host(host)
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
@@ -292,18 +292,8 @@ def _finish_partial(run: Run, trace, memory: dict, error: BaseException, strict:
         # A note, not another exception: the user's exception goes on unchanged, explained.
         how = "torch.openreg.set_timing_only(True)" if run.executed else "simulate(..., execute=False)"
         error.add_note(f"openreg_perf: {_value_read_refusal(how, strict)}")
-    elif _DATA_DEPENDENT_SIZE in _message(error) and run.timing_only and not _selects(_message(error)):
-        operator = _message(error).removeprefix("openreg: ").split(" ")[0]
-        error.add_note(f"openreg_perf: {operator}'s result depends on the data in a way openreg_perf.assume cannot "
-                       f"state (it states how many elements a selection keeps: nonzero, torch.where(condition), "
-                       f"boolean masks, masked_select): leave {operator} out of the region, or predict with "
-                       f"execute=True")
     elif _DATA_DEPENDENT_SIZE in _message(error) and run.timing_only:
-        error.add_note("openreg_perf: in timing-only mode an operator whose output size depends on the data "
-                       "takes the size you state: wrap it in openreg_perf.assume(selected=FRACTION), the "
-                       "fraction of its candidates selected (Note [Assumed selections]). The backward pass of "
-                       "x[mask] selects through the mask again: wrap loss.backward() in assume() too, and each "
-                       "mask keeps the size its forward's assumption gave it")
+        error.add_note(f"openreg_perf: {_data_dependent_advice(_message(error))}")
     elif isinstance(error, torch.OutOfMemoryError):
         error.add_note(f"openreg_perf: {_does_not_fit_here(run.profile)}")
     try:
@@ -355,8 +345,19 @@ _SELECTIONS = ("openreg: aten::nonzero ", "openreg: aten::masked_select ", "open
                "openreg: aten::_index_put_impl_ ")
 
 
-def _selects(message: str) -> bool:
-    return message.startswith(_SELECTIONS)
+def _data_dependent_advice(message: str) -> str:
+    """What to do about timing-only mode's refusal of an operator whose output size depends on the data:
+    state the size where it is a selection assume() sizes, else leave the operator out."""
+    if message.startswith(_SELECTIONS):
+        return ("in timing-only mode an operator whose output size depends on the data takes the size you "
+                "state: wrap it in openreg_perf.assume(selected=FRACTION), the fraction of its candidates "
+                "selected (Note [Assumed selections]). The backward pass of x[mask] selects through the mask "
+                "again: wrap loss.backward() in assume() too, and each mask keeps the size its forward's "
+                "assumption gave it")
+    operator = message.removeprefix("openreg: ").split(" ")[0]
+    return (f"{operator}'s result depends on the data in a way openreg_perf.assume cannot state (it states how "
+            f"many elements a selection keeps: nonzero, torch.where(condition), boolean masks, masked_select): "
+            f"leave {operator} out of the region, or predict with execute=True")
 
 
 def _value_read_refusal(how: str, strict: bool = False) -> str:
@@ -380,7 +381,7 @@ def _reads_values_in_timing_only_mode(error: BaseException) -> bool:
 MOST_COUNTED = 2**20
 
 
-def _checked_ranks(count, name: str = "ranks", least: int = 1) -> int:
+def _checked_count(count, name: str = "ranks", least: int = 1) -> int:
     """A count as given by the user (ranks, micro-batches, ...): a whole number from `least` to
     MOST_COUNTED (True is not one; 0 ranks is refused, not taken for the default); numpy's integers too."""
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not least <= count <= MOST_COUNTED:

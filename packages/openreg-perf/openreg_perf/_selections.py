@@ -4,24 +4,14 @@ number of positions from PyTorch's fixed-size nonzero_static."""
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .assumptions import ASSUMED, Assumption
 
-# id(mask) -> (a weak reference to the mask, the number of positions assumed for it)
-_DECIDED: dict[int, tuple[weakref.ref, int]] = {}
-
-
-def _decided_count(mask: torch.Tensor) -> int | None:
-    """The size an earlier assumption gave this very mask, while it lives."""
-    reference, count = _DECIDED.get(id(mask), (None, None))
-    if reference is not None and reference() is mask:
-        return count
-    _DECIDED.pop(id(mask), None)  # a mask that died, and whose id another object now has
-    return None
+# Each mask an assumption sized -> the number of positions assumed for it, while the mask lives.
+_DECIDED = WeakIdKeyDictionary()
 
 
 def _is_mask(index) -> bool:
@@ -45,11 +35,11 @@ class AssumedSelections(TorchDispatchMode):
         """The (selected, mask.dim()) positions a mask is assumed to select, as nonzero gives them. A mask
         selects as many each time it is used: the backward pass of x[mask] selects through it again, and
         takes the size the forward's assumption gave it, whatever fraction its own assume() states."""
-        count = _decided_count(mask)
+        count = _DECIDED.get(mask)
         if count is None:
             count = round(self.fraction * mask.numel())
             ASSUMED.append(Assumption(f"aten::{func.__name__.split('.')[0]}", tuple(mask.shape), count))
-            _DECIDED[id(mask)] = weakref.ref(mask), count
+            _DECIDED[mask] = count
         return torch.nonzero_static(mask, size=count)
 
     def indices(self, func, indices: list) -> list:

@@ -212,12 +212,12 @@ def predict_pipeline(stages: list[StageTimes], profile: str | Path | Profile, mi
     recomputation="full" runs each stage's forward again before its backward (activation checkpointing
     of every layer), for stages predicted from modules that do not checkpoint themselves; a module that
     does (torch.utils.checkpoint, fully or selectively) has its recomputation in its predicted backward."""
-    from . import _checked_ranks
+    from . import _checked_count
 
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     micro_batches, chunks, tensor_parallel, data_parallel = (
-        _checked_ranks(value, name) for value, name in ((micro_batches, "micro_batches"), (chunks, "chunks"),
+        _checked_count(value, name) for value, name in ((micro_batches, "micro_batches"), (chunks, "chunks"),
                                                         (tensor_parallel, "tensor_parallel"),
                                                         (data_parallel, "data_parallel")))
     for index, stage in enumerate(stages):

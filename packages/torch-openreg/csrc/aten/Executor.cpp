@@ -175,14 +175,14 @@ void runSync(const c10::OperatorHandle& op, Stack* stack, OperatorInfo& info, c1
   const auto& schema = op.schema();
   size_t argc = schema.arguments().size();
   auto args = torch::jit::last(*stack, argc);
+  std::string why = "its output shape depends on the data, or it returns no tensor";
   // A Meta kernel that refuses these arguments (one that takes only the
   // dtypes CUDA's kernel takes) says so in timing-only mode's refusal.
   std::string metaSaid = timingOnly() ? metaRefusal(op, args) : "";
   if (!metaSaid.empty()) {
-    checkValuesComputed(info.name + " (its Meta kernel, which gives its output shape without computing, refused "
-                        "these arguments: " + metaSaid + ")");
+    why = "its Meta kernel, which gives its output shape without computing, refused these arguments: " + metaSaid;
   }
-  checkValuesComputed(info.name + " (its output shape depends on the data, or it returns no tensor)");
+  checkValuesComputed(info.name + " (" + why + ")");
   TORCH_CHECK(!insideKernel(), "openreg: ", schema.operator_name(), " must wait on the host for its result (its output "
               "shape depends on the data, or the CPU kernel may refuse these arguments), and this call comes from "
               "inside a kernel, which cannot wait for its own stream; call it from the host");
