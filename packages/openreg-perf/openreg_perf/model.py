@@ -336,7 +336,17 @@ def _candidate_shapes(shape: MatrixShape, tiles: tuple, units: int, max_split_k:
                 tile_m, tile_n, split, waves * 2 * tile_m * tile_n * units * resident,
                 (tile_m + tile_n) / (tile_m * tile_n), shape.k / split,
                 2 * split * shape.batch * shape.m * shape.n * PARTIAL_BYTES if split > 1 else 0))
-    return tuple(found)
+    return tuple(candidate for index, candidate in enumerate(found)
+                 if not any(_never_slower(earlier, candidate) for earlier in found[:index]))
+
+
+def _never_slower(one: _CandidateShape, other: _CandidateShape) -> bool:
+    """Whether one is predicted no slower than other whatever the efficiencies: matrix_kernel's time
+    grows with each of these. A candidate with such an earlier one is never chosen (the first of equal
+    times is), so leaving it out changes no prediction: the fit prices products some 600,000 times, and
+    most of a product's candidates are such."""
+    return (one.unit_work <= other.unit_work and one.edge <= other.edge and one.slice_depth <= other.slice_depth
+            and one.partial_bytes <= other.partial_bytes)
 
 
 def _splits(depth: float, most: int) -> list[int]:
