@@ -13,7 +13,7 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz, an FP32 convolution's up
             to e.conv_clock_gain times more (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
-            conversions (Note [Layout conversions])
+            conversions (Note [Layout conversions]); over padded channels at e.conv_unaligned_fraction
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
@@ -63,6 +63,15 @@ of the 54 of ResNet-50's 88 BF16 and TF32 passes that had them; none ran for cha
 in FP32 (NCHW kernels) five 1 x 1 weight gradients spent 4-8 % on them (not priced). Each is priced as
 a kernel reading and writing its tensor at the elementwise rate, on NVIDIA's chips (CUDNN_ARCHITECTURES).
 A recording notes whether a call's tensors are channels-last.
+
+Note [Unaligned channels]
+cuDNN's matrix-unit convolution kernels load a filter position's input channels 16 bytes at a time (named
+align8 in BF16, aligna4 in TF32). Channels per group that are not a multiple (an image's 3 colours) are
+padded with zeros (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kernels.csv: BF16's
+nhwcAddPaddingKernel, TF32's "indexed" kernel), and the padded product runs slowly: at 10-11 % of the
+matrix peak forward, 16-17 % for the weight gradient, where other convolutions reach 40-80 %. So it runs
+at e.conv_unaligned_fraction of its precision's peak, every pass: one device-independent value, fitted to
+the H100's and H200's stems (0.17). The FP32 units pad nothing (cuDNN's FP32 stem is an FFMA kernel).
 
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
@@ -134,7 +143,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .costs import Cost, MatrixShape
 from .profile import PRECISIONS, Profile
@@ -171,6 +180,8 @@ ROWS_IN_FLIGHT_PER_UNIT = 2
 # costs/products.py's Note [Which convolutions run as Winograd]). Other chips keep the Winograd rule.
 CUDNN_ARCHITECTURES = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 NO_FP32_WINOGRAD = ("ampere", "ada", "hopper", "blackwell")
+CHANNEL_ALIGNMENT_BYTES = 16  # Note [Unaligned channels]; below, an element's bytes on the matrix units
+MATRIX_ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 # Which memory fraction a kernel of each kind streams at.
 MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
 
@@ -266,8 +277,11 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     """The candidate of the profile's menu predicted fastest for a matrix cost (Note [How a matrix
     kernel is chosen])."""
     precision = profile.matrix_precision(dtype or cost.precision)
-    tiles = _menu(profile, precision, cost.matrix.batch)
-    level = getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision)
+    padded = _padded_channels(cost, precision, profile)
+    product = replace(cost.matrix, k=cost.matrix.k * padded / cost.channels) if padded else cost.matrix
+    tiles = _menu(profile, precision, product.batch)
+    level = (profile.efficiency.conv_unaligned_fraction if padded
+             else getattr(profile.efficiency, GEMM_LEVEL[precision]) * _kind_factor(cost, profile, precision))
     rate = profile.peak_of(precision) * _clock_fraction(cost, precision, profile) * level
     efficiency = profile.efficiency
     setup, half_depth = ((efficiency.matrix_unit_setup_s, efficiency.matrix_unit_half_depth)
@@ -275,7 +289,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
     memory = _memory_seconds(cost.bytes, profile, efficiency.elementwise_memory_fraction)
     best, best_seconds = None, math.inf
     most_split = 1 if _forward_convolution(cost) else profile.matrix.max_split_k
-    for shape in _candidate_shapes(cost.matrix, tiles, profile.chip.compute_units, most_split):
+    for shape in _candidate_shapes(product, tiles, profile.chip.compute_units, most_split):
         edge = 1 + efficiency.matrix_tile_overhead * shape.edge
         depth = shape.slice_depth + half_depth
         compute = setup + shape.unit_work * edge * depth / rate
@@ -287,6 +301,14 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
             best, best_seconds = (shape, compute, reduction), max(compute, memory) + reduction
     shape, compute, reduction = best
     return MatrixKernel(shape.tile_m, shape.tile_n, shape.split, compute, memory, setup, reduction)
+
+
+def _padded_channels(cost: Cost, precision: str, profile: Profile) -> int:
+    """Note [Unaligned channels]: the channels per group cuDNN pads a matrix-unit convolution's input to (0: none)."""
+    if cost.kind != "conv" or not _on_matrix_units(precision) or profile.architecture not in CUDNN_ARCHITECTURES:
+        return 0
+    per_load = CHANNEL_ALIGNMENT_BYTES // MATRIX_ELEMENT_BYTES[precision]
+    return 0 if cost.channels % per_load == 0 else math.ceil(cost.channels / per_load) * per_load
 
 
 def layout_conversion_seconds(cost: Cost, dtype: str | None, profile: Profile) -> float:

@@ -364,6 +364,35 @@ def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_th
     assert kernel_seconds(conv, None, capped(0.5, 3.0)).seconds == kernel_seconds(conv, None, H100).seconds
 
 
+def _stem(channels: int, dtype: str):
+    """ResNet's 7 x 7, stride-2 stem over an image of `channels` channels, channels-last."""
+    shapes = [[32, channels, 224, 224], [64, channels, 7, 7], [], [], [], [], [], [], []]
+    dtypes = [dtype, dtype, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
+    return cost_of(OpCall("aten::convolution", shapes, dtypes,
+                          [None, None, None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1], channels_last=True))
+
+
+def test_a_matrix_unit_convolution_over_unaligned_channels_runs_its_padded_product_at_its_own_fraction():
+    """Note [Unaligned channels]: cuDNN pads a BF16 convolution's input channels to 8 (16 bytes), a TF32
+    one's to 4, and runs the padded product at e.conv_unaligned_fraction of the peak; FP32 units and
+    other vendors' chips pad nothing."""
+    def seconds(cost, dtype=None, profile=H100, fraction=None):
+        if fraction is not None:
+            profile = replace(profile, efficiency=replace(profile.efficiency, conv_unaligned_fraction=fraction))
+        return kernel_seconds(cost, dtype, profile).seconds
+
+    three, five, eight = (_stem(channels, "c10::BFloat16") for channels in (3, 5, 8))
+    assert seconds(three) == seconds(five)  # both padded to 8 channels
+    assert seconds(three, fraction=0.1) == pytest.approx(2 * seconds(three, fraction=0.2), rel=0.02)
+    assert seconds(eight, fraction=0.1) == seconds(eight, fraction=0.2) < seconds(three)  # aligned: its level
+    fp32 = _stem(3, "float")
+    assert seconds(fp32, "tf32", fraction=0.1) > seconds(fp32, "tf32", fraction=0.2)  # TF32 pads 3 to 4
+    assert seconds(_stem(4, "float"), "tf32", fraction=0.1) == seconds(_stem(4, "float"), "tf32", fraction=0.2)
+    assert seconds(fp32, "fp32", fraction=0.1) == seconds(fp32, "fp32", fraction=0.2)  # the FP32 units
+    mi300x = load_profile("mi300x")
+    assert seconds(three, profile=mi300x, fraction=0.1) == seconds(three, profile=mi300x, fraction=0.2)
+
+
 def test_a_3x3_fp32_weight_gradient_runs_as_winograd_on_every_architecture_but_not_on_the_matrix_units():
     """Note [Which convolutions run as Winograd] in costs/products.py: on a Hopper chip the forward pass
     runs its implicit GEMM, the weight gradient Winograd (conv_weight_grad_winograd_factor); in TF32 both

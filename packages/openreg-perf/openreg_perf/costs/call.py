@@ -91,6 +91,7 @@ class Cost:
     #                            where no Winograd kernel runs (Note [Which convolutions run as Winograd])
     layout_copies: tuple = ()  # a convolution's tensors (bytes of each) that cuDNN converts between NCHW
     #                            and NHWC around a matrix-unit kernel (model.py's Note [Layout conversions])
+    channels: int = 0  # a convolution's input channels per group (model.py's Note [Unaligned channels])
 
     @property
     def bytes(self) -> float:
@@ -246,7 +247,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _cost(kind, flops, read, written, first: Tensor | None, matrix=None, known=True, transcendentals=0,
-          role="", rows=0, reread=0, layout=()) -> Cost:
+          role="", rows=0, reread=0, layout=(), channels=0) -> Cost:
     precision = precision_of(first.dtype) if first else "fp32"
     return Cost(float(flops), float(read), float(written), kind, known, precision, matrix, float(transcendentals),
-                role, rows, float(reread), layout_copies=tuple(layout))
+                role, rows, float(reread), layout_copies=tuple(layout), channels=channels)

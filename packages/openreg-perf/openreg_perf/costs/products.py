@@ -208,7 +208,7 @@ def _convolution(name: str, args: _Args) -> Cost:
     written = out_numel * element_size(source.dtype)
     layout = _layout_copies(conv, values, args, [source, weight, Tensor(conv.out_shape, source.dtype)])
     gemm = _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward",
-                 layout=layout)
+                 layout=layout, channels=conv.in_channels // conv.groups)
     if conv.depthwise:
         return replace(gemm, matrix=None)
     if not _runs_as_winograd(conv, values, source.dtype):
@@ -237,7 +237,8 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
     # Each gradient is a cuDNN call of its own, which converts grad_output, its other operand and its result.
     converted = [grad, weight, source] * bool(want_input) + [grad, source, weight] * bool(want_weight)
     layout = _layout_copies(conv, values, args, converted)
-    direct = _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout)
+    direct = _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout,
+                   channels=conv.in_channels // conv.groups)
     if conv.depthwise:
         return replace(direct, matrix=None)
     if not (want_weight and _runs_as_winograd(conv, values, grad.dtype)):
