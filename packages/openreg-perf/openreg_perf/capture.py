@@ -84,6 +84,7 @@ class Trace:
     complete: bool = True
     simulator_transfers: int = 0  # copies left out: the simulator's own (torch.openreg.SIMULATOR_TRANSFER)
     simulator_waits: int = 0  # host waits left out: the executor checking a call, which a real device queues
+    default_streams: dict = field(default_factory=dict)  # device -> its default stream's id (reports mark it)
 
 
 @contextmanager
@@ -97,6 +98,7 @@ def record(devices: list[int] | None = None) -> Iterator[Trace]:
                   tf32_convolution=torch.backends.cudnn.allow_tf32)
     for device in devices if devices is not None else range(torch.openreg.device_count()):
         torch.openreg.synchronize(device)
+        trace.default_streams[device] = torch.openreg.default_stream(device).stream_id
 
     def module_called(module, args) -> None:
         trace.module_calls_ns.append(openreg_runtime.trace_get_timestamp())

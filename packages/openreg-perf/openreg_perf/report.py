@@ -241,12 +241,12 @@ def chrome_trace(timeline: Timeline, profile: Profile, measured: bool = True, ra
                 "flops": item.cost.flops if item.cost else 0, "bytes": item.nbytes}
         events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": item.start_s * 1e6,
                        "dur": item.seconds * 1e6, "pid": f"predicted on {on}, device {work.device}",
-                       "tid": f"stream {work.stream}", "args": args})
+                       "tid": stream_name(timeline, work.device, work.stream), "args": args})
         if measured:
             start, end = work.measured_ns
             events.append({"name": work.name, "cat": item.category, "ph": "X", "ts": (start - origin) / 1e3,
                            "dur": (end - start) / 1e3, "pid": f"measured on openreg (simulator), device {work.device}",
-                           "tid": f"stream {work.stream}"})
+                           "tid": stream_name(timeline, work.device, work.stream)})
     for wait in timeline.waits:
         events.append({"name": wait.wait.name, "cat": "host wait", "ph": "X", "ts": wait.start_s * 1e6,
                        "dur": (wait.end_s - wait.start_s) * 1e6, "pid": f"predicted on {on}, host",
@@ -270,6 +270,11 @@ def _color(item_category: str, bound: str) -> str:
                    "copy" if item_category == "copy" else bound if bound in _COLORS else "latency"]
 
 
+def stream_name(timeline: Timeline, device: int, stream: int) -> str:
+    """A lane's name: torch.openreg.Stream.stream_id's number, and "(default)" for the device's default stream."""
+    return f"stream {stream}" + (" (default)" if timeline.default_streams.get(device) == stream else "")
+
+
 def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title: str) -> str:
     """The picture of a report: a lane per (device, stream) over the predicted time, and a roofline
     chart (achieved FLOP/s against arithmetic intensity, log-log) with each kernel a point."""
@@ -282,7 +287,8 @@ def svg(timeline: Timeline, profile: Profile, kernels: list[KernelRecord], title
         parts.append(f'<text x="{margin}" y="45" font-size="11">no work ran in the region</text>')
     for row, lane in enumerate(lanes):
         y = 30 + row * lane_height
-        parts.append(f'<text x="10" y="{y + 15}" font-size="11">device {lane[0]}, stream {lane[1]}</text>')
+        label = f"device {lane[0]}, {stream_name(timeline, *lane)}"
+        parts.append(f'<text x="10" y="{y + 15}" font-size="11">{label}</text>')
         for item in timeline.items:
             if (item.work.device, item.work.stream) != lane or item.category == "sync":
                 continue

@@ -126,6 +126,7 @@ class Timeline:
     items: list[Predicted] = field(default_factory=list)
     waits: list[PredictedWait] = field(default_factory=list)
     host: str = "profile"  # the host model it was replayed with (HOST_MODELS)
+    default_streams: dict = field(default_factory=dict)  # device -> its default stream's id
 
     @property
     def total_s(self) -> float:
@@ -154,7 +155,7 @@ class _Replay:
     def __init__(self, trace: Trace, profile: Profile, ranks: int, host: str):
         self.trace, self.profile, self.ranks, self.host = trace, profile, ranks, host
         self._synchronize_s = profile.host.synchronize_s if host == "profile" else 0.0
-        self.timeline = Timeline(host=host)
+        self.timeline = Timeline(host=host, default_streams=trace.default_streams)
         self.stream_free: dict[tuple[int, int], float] = {}  # (device, stream) -> when its last work ends
         self.link_free: dict[tuple[int, str], float] = {}  # (device, link) -> when its last transfer ends
         # device -> when its last kernel ends (Note [Streams share the device])

@@ -97,6 +97,24 @@ def test_a_training_step_is_predicted_kernel_by_kernel(tmp_path):
     assert picture.startswith("<svg") and picture.count("<circle") >= 2  # kernels on the roofline
 
 
+def test_the_picture_and_the_trace_mark_each_devices_default_stream(tmp_path):
+    """Lanes are named by torch.openreg.Stream.stream_id, whose default stream's number differs by device:
+    the reports say which lane is the default stream."""
+    side = torch.openreg.Stream()
+    with openreg_perf.simulate("h100-sxm") as run:
+        x = torch.ones(1024, device="openreg")
+        with torch.openreg.stream(side):
+            (x * 2).sum()
+    default = torch.openreg.default_stream(0).stream_id
+    run.plot(tmp_path / "streams.svg")
+    picture = (tmp_path / "streams.svg").read_text()
+    assert f"device 0, stream {default} (default)" in picture
+    assert f"device 0, stream {side.stream_id}<" in picture  # named, not marked
+    run.export_chrome_trace(tmp_path / "streams.json")
+    lanes = {event["tid"] for event in json.loads((tmp_path / "streams.json").read_text())["traceEvents"]}
+    assert {f"stream {default} (default)", f"stream {side.stream_id}"} <= lanes
+
+
 def test_a_summary_quotes_held_out_errors_only_where_they_were_measured():
     """The held-out errors come from accelerators' rows: a prediction for this machine's CPU (the host
     profile) says its error is not known rather than quote them."""
