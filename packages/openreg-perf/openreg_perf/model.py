@@ -71,7 +71,8 @@ padded with zeros (tools/bench/measured/kernels/2026-11-30_nvidia-h200_conv_kern
 nhwcAddPaddingKernel, TF32's "indexed" kernel), and the padded product runs slowly: at 10-11 % of the
 matrix peak forward, 16-17 % for the weight gradient, where other convolutions reach 40-80 %. So it runs
 at e.conv_unaligned_fraction of its precision's peak, every pass: one device-independent value, fitted to
-the H100's and H200's stems (0.17). The FP32 units pad nothing (cuDNN's FP32 stem is an FFMA kernel).
+the H100's and H200's stems (0.17). The FP32 units pad nothing (cuDNN's FP32 stem is an FFMA kernel),
+and grouped convolutions (ResNeXt's 4 channels a group), which no row measures, keep their level.
 
 Note [Sustained clock]
 Datasheet peaks are quoted at the boost clock. A part held by its power limit (a 70 W card) runs long
@@ -304,7 +305,7 @@ def matrix_kernel(cost: Cost, dtype: str | None, profile: Profile) -> MatrixKern
 
 
 def _padded_channels(cost: Cost, precision: str, profile: Profile) -> int:
-    """Note [Unaligned channels]: the channels per group cuDNN pads a matrix-unit convolution's input to (0: none)."""
+    """Note [Unaligned channels]: the channels cuDNN pads an ungrouped matrix-unit convolution's input to (0: none)."""
     if cost.kind != "conv" or not _on_matrix_units(precision) or profile.architecture not in CUDNN_ARCHITECTURES:
         return 0
     per_load = CHANNEL_ALIGNMENT_BYTES // MATRIX_ELEMENT_BYTES[precision]

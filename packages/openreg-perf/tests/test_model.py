@@ -391,6 +391,17 @@ def test_a_matrix_unit_convolution_over_unaligned_channels_runs_its_padded_produ
     assert seconds(fp32, "fp32", fraction=0.1) == seconds(fp32, "fp32", fraction=0.2)  # the FP32 units
     mi300x = load_profile("mi300x")
     assert seconds(three, profile=mi300x, fraction=0.1) == seconds(three, profile=mi300x, fraction=0.2)
+    weight_gradient = cost_of(OpCall(  # the stem's weight gradient: padded too
+        "aten::convolution_backward", [[32, 64, 112, 112], [32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 8,
+        ["c10::BFloat16"] * 3 + ["ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                                 "Scalar", "ScalarList"],
+        [None] * 3 + [None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1, [False, True, False]], channels_last=True))
+    assert seconds(weight_gradient, fraction=0.1) > seconds(weight_gradient, fraction=0.2)
+    grouped = cost_of(OpCall("aten::convolution", [[32, 128, 56, 56], [128, 4, 3, 3]] + [[]] * 7,  # unmeasured
+                             ["c10::BFloat16"] * 2 + ["", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                                                      "ScalarList", "Scalar"],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 32], channels_last=True))
+    assert seconds(grouped, fraction=0.1) == seconds(grouped, fraction=0.2)
 
 
 def test_a_3x3_fp32_weight_gradient_runs_as_winograd_on_every_architecture_but_not_on_the_matrix_units():

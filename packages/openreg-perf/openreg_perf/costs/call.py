@@ -91,7 +91,7 @@ class Cost:
     #                            where no Winograd kernel runs (Note [Which convolutions run as Winograd])
     layout_copies: tuple = ()  # a convolution's tensors (bytes of each) that cuDNN converts between NCHW
     #                            and NHWC around a matrix-unit kernel (model.py's Note [Layout conversions])
-    channels: int = 0  # a convolution's input channels per group (model.py's Note [Unaligned channels])
+    channels: int = 0  # an ungrouped convolution's input channels (model.py's Note [Unaligned channels])
 
     @property
     def bytes(self) -> float:

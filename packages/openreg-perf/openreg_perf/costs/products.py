@@ -117,6 +117,11 @@ class _Conv:
         return MatrixShape(self.groups * gemms, self.batch * positions, self.out_channels // self.groups, depth)
 
     @property
+    def ungrouped_channels(self) -> int:
+        """The input channels where the convolution is ungrouped (model.py's Note [Unaligned channels]), else 0."""
+        return self.in_channels if self.groups == 1 else 0
+
+    @property
     def depthwise(self) -> bool:
         """Note [Depthwise convolutions]: each channel convolved alone (groups == input channels)."""
         return self.groups > 1 and self.groups == self.in_channels
@@ -208,7 +213,7 @@ def _convolution(name: str, args: _Args) -> Cost:
     written = out_numel * element_size(source.dtype)
     layout = _layout_copies(conv, values, args, [source, weight, Tensor(conv.out_shape, source.dtype)])
     gemm = _cost("conv", flops, _bytes([source, weight, bias]), written, source, conv.matrix(), role="forward",
-                 layout=layout, channels=conv.in_channels // conv.groups)
+                 layout=layout, channels=conv.ungrouped_channels)
     if conv.depthwise:
         return replace(gemm, matrix=None)
     if not _runs_as_winograd(conv, values, source.dtype):
@@ -238,7 +243,7 @@ def _convolution_backward(name: str, args: _Args) -> Cost:
     converted = [grad, weight, source] * bool(want_input) + [grad, source, weight] * bool(want_weight)
     layout = _layout_copies(conv, values, args, converted)
     direct = _cost("conv", flops, read, written, grad, conv.matrix(gemms), role=role, layout=layout,
-                   channels=conv.in_channels // conv.groups)
+                   channels=conv.ungrouped_channels)
     if conv.depthwise:
         return replace(direct, matrix=None)
     if not (want_weight and _runs_as_winograd(conv, values, grad.dtype)):
