@@ -121,7 +121,7 @@ dist.destroy_process_group()
 
 def test_a_ddp_step_predicted_at_n_ranks_from_a_run_of_two(tmp_path):
     import openreg_perf
-    import openreg_perf.model as model
+    from openreg_perf.collectives import collective_seconds
 
     # The H100 profile with a network ten times slower between nodes (8 GPUs each).
     slow = tmp_path / "slow-network.toml"
@@ -134,7 +134,7 @@ def test_a_ddp_step_predicted_at_n_ranks_from_a_run_of_two(tmp_path):
     # Each all_reduce takes the alpha-beta time of its rank count; compute per rank stays.
     h100 = openreg_perf.load_profile("h100-sxm")
     for n, seconds in result["per_ranks"].items():
-        expected = sorted(max(model.collective_seconds("all_reduce", b, int(n), h100), h100.chip.kernel_floor_s)
+        expected = sorted(max(collective_seconds("all_reduce", b, int(n), h100), h100.chip.kernel_floor_s)
                           for b in result["bucket_bytes"])
         assert sorted(seconds) == pytest.approx(expected)
     assert sum(result["per_ranks"]["16"]) > sum(result["per_ranks"]["8"])  # crossing nodes costs more

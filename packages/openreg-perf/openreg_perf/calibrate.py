@@ -225,6 +225,7 @@ reduction_global_s = 0.0
 norm_unit_bytes_per_s = 1e15  # nor a compute unit's own limit (a rate far above any memory's)
 copy_fraction = 1.0
 conv_clock_gain = 1.0  # no power limit: the simulator runs at its CPU's clock
+softmax_element_cycles = 0.0  # the simulator runs a softmax as any other kernel
 conv_unaligned_fraction = 1.0  # no matrix units: nothing to pad channels for
 
 [collectives]  # template: occl over shared memory is not measured here

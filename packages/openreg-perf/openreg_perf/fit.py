@@ -75,6 +75,7 @@ PARAMETERS = {
     "conv_weight_grad_winograd_factor": (1.0, 0.05, 8.0),  # above 1: Winograd multiplies less
     "conv_clock_gain": (1.0, 1.0, 3.0),  # 1: a power-limited chip's convolutions clock as its SGEMMs
     "conv_unaligned_fraction": (0.15, 0.01, 1.0),
+    "softmax_element_cycles": (0.3, 0.001, 10.0),
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_unit_half_depth": (32.0, 1.0, 1e4),
     "matrix_setup_s": (5e-6, 1e-8, 2e-5),  # a library kernel's fixed cost is microseconds, not a launch's

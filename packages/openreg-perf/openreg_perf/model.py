@@ -14,7 +14,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
             to e.conv_clock_gain times more (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
             conversions (Note [Layout conversions]); over padded channels at e.conv_unaligned_fraction
-  other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction)
+  other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction),
+            a softmax's at least e.softmax_element_cycles per element (Note [A softmax's pace])
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
             (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
             row-wise kernels, Note [Row-wise kernels]; bytes to and from memory, less a long row's later
@@ -23,7 +24,7 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
             takes at least (rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units
             (Note [Rows of a norm])
   copy      t = latency + bytes / (link rate * e.copy_fraction)
-  collective (per algorithm, the faster protocol)  t = steps * alpha + traffic * bytes / (B * fraction)
+  collective (per algorithm, the faster protocol; collectives.py)  t = steps * alpha + traffic * bytes / (B * fraction)
             ring all_reduce: steps 2(n-1), traffic 2(n-1)/n (nccl-tests' bus bandwidth convention)
             tree all_reduce (across nodes only: NCCL's tree is a tree of nodes): steps 2 ceil(log2 n), traffic 2
             in-switch all_reduce (NVLink SHARP, messages of SWITCH_MIN_BYTES and more):
@@ -118,6 +119,15 @@ memory. A norm with rows (not a softmax) takes the longer of its streaming time 
 (rows * e.norm_row_s + bytes / e.norm_unit_bytes_per_s) / chip.compute_units, both values fitted to every
 device at once.
 
+Note [A softmax's pace]
+PyTorch's softmax kernels spend several instructions on each element (the maximum, an exponential, the
+sum, the division, conversions), a few at a time per row: in 16-bit they are held by that work, not by
+their bytes. On the H200, 67 M elements in rows of 1,024 take 106 us in BF16 and 136 us in FP32: half
+the bytes in 78 % of the time, 53 % of its bandwidth where FP32 reaches 82 %. A softmax's compute time is
+at least elements * e.softmax_element_cycles / (compute units * sustained clock), one device-independent
+value fitted to every device's rows (0.45 cycles). The H100's and H200's softmaxes held out went from
+28 and 21 % to 18 and 12 %: the memory fraction no longer has to take in the 16-bit rows.
+
 Note [Rows read again]
 A row too long to keep on chip is read more than once (softmax: for its maximum, the sum of its
 exponentials, the result; Cost.reread_bytes is what the later passes read). Each block reads its row
@@ -127,17 +137,6 @@ of a 50 MB L2, and the H200's FP32 softmax over rows of 16,384 runs at 64 % of i
 one pass (3.1 TB/s), 129 % counting three. Where they do not fit (a V100's 6 MB), every pass reads the
 device's memory. Turing runs one such block per SM, GA10x and Ada one and a half: there the model
 overstates what is in flight (a T4 is taken to spill rows of 64 KiB that its 4 MB would hold).
-
-Note [Collectives across nodes]
-links.network_bytes_per_s is one device's NIC (a DGX H100 has eight 400 Gb/s NICs, one per GPU). A
-group of n ranks, g of them on each node, that spans nodes runs its rings (all_reduce, all_gather,
-reduce_scatter, broadcast; and NCCL's tree of nodes) on several channels: each leaves a node through
-another rank's NIC, so the node's g NICs share what the group sends to the next node, which is what
-each rank sends to its neighbour, traffic * bytes. The rate is min(device link, g * NIC): on DGX
-H100s, eight NICs' 400 GB/s beside NVLink's 450, not one NIC's 50. A group with one rank per node
-(the data-parallel replicas of a pipeline) has one NIC each. An all_to_all instead sends each other node its share
-directly: (n - g) / n of the buffer through the rank's own NIC, beside (g - 1) / n over the device
-link. Each step of an algorithm across nodes pays the network's latency.
 """
 
 from __future__ import annotations
@@ -151,14 +150,9 @@ from .profile import PRECISIONS, Profile
 
 MATRIX_KINDS = ("matmul", "conv", "attention")
 COPY_KINDS = ("h2d", "d2h", "d2d", "p2p")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-ALGORITHMS = ("ring", "tree", "switch")
 MIN_SLICE_DEPTH = 128  # a split-K slice shallower than this costs more in partial results than it gains
 MAX_RESIDENT_TILES = 4
 PARTIAL_BYTES = 4  # split-K's partial results are FP32
-# NCCL reduces in the switch (NVLS) from this message size up; below it, its tuning picks a ring within a
-# node, a ring or a tree across nodes.
-SWITCH_MIN_BYTES = 2 * 2**20
 # Which e.gemm_*_fraction applies to a product's precision (on the units that run it).
 GEMM_LEVEL = {"fp64": "gemm_fp32_fraction", "fp32": "gemm_fp32_fraction", "tf32": "gemm_tf32_fraction",
               "bf16": "gemm_16bit_fraction", "fp16": "gemm_16bit_fraction", "fp8": "gemm_8bit_fraction",
@@ -420,7 +414,11 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
     """Non-matrix arithmetic on the vector units; transcendentals at the special-function rate."""
     peak = profile.peak
     work = cost.flops + cost.transcendentals * peak.vector_flops_per_s / peak.special_functions_per_s
-    return work / (peak.vector_flops_per_s * profile.chip.sustained_fraction * profile.efficiency.vector_fraction)
+    seconds = work / (peak.vector_flops_per_s * profile.chip.sustained_fraction * profile.efficiency.vector_fraction)
+    if cost.role == "softmax":  # Note [A softmax's pace]: one exponential per element
+        cycles = cost.transcendentals * profile.efficiency.softmax_element_cycles / profile.chip.compute_units
+        seconds = max(seconds, cycles / (profile.chip.clock_hz * profile.chip.sustained_fraction))
+    return seconds
 
 
 def _memory_fraction(cost: Cost, profile: Profile) -> float:
@@ -492,11 +490,11 @@ def copy_rate(kind: str, profile: Profile) -> float:
     if kind in ("h2d", "d2h"):
         return profile.links.host_pinned_bytes_per_s
     if kind == "p2p":
-        return _link_rate(profile, ranks=2)
+        return device_link_rate(profile, ranks=2)
     return profile.memory.bandwidth_bytes_per_s / 2
 
 
-def _link_rate(profile: Profile, ranks: int) -> float:
+def device_link_rate(profile: Profile, ranks: int) -> float:
     """One direction, one device: a switch gives every device its full rate to any peer, and so does
     PCIe (each card's own lanes to the host bridge); a mesh gives one link per peer, so a collective
     over n devices uses n-1 of the node's links."""
@@ -505,96 +503,3 @@ def _link_rate(profile: Profile, ranks: int) -> float:
         return links.device_link_bytes_per_s
     peers_in_use = min(ranks, links.devices_per_node) - 1
     return links.device_link_bytes_per_s * peers_in_use / (links.devices_per_node - 1)
-
-
-def bus_bandwidth_factor(op: str, ranks: int) -> float:
-    """nccl-tests' busbw = algbw * factor: what each rank's link carries per byte of the message."""
-    if op == "all_reduce":
-        return 2 * (ranks - 1) / ranks
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (ranks - 1) / ranks
-    if op == "broadcast":
-        return 1.0
-    raise ValueError(f"unknown collective {op!r}; one of {', '.join(COLLECTIVES)}")
-
-
-def collective_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str | None = None,
-                       ranks_per_node: int | None = None) -> float:
-    """Predicted time of one collective, with nccl-tests' size convention (all_reduce, broadcast: the
-    buffer; all_gather: the gathered output; reduce_scatter: the input; all_to_all: what one rank sends).
-    algorithm: "ring", "tree" or "switch" (in-network reduction), or None for the fastest available.
-    ranks_per_node: how many of the group's ranks each node holds; by default as many as fit
-    (consecutive ranks). A data-parallel group of pipelines has fewer: one rank per replica on a node.
-    The group spans nodes when it has more ranks than that (Note [Collectives across nodes])."""
-    bus_bandwidth_factor(op, ranks)  # validates op
-    if ranks <= 1:
-        return 0.0
-    per_node = min(ranks, profile.links.devices_per_node) if ranks_per_node is None else ranks_per_node
-    if not 1 <= per_node <= min(ranks, profile.links.devices_per_node):
-        raise ValueError(f"ranks_per_node must be between 1 and {min(ranks, profile.links.devices_per_node)} "
-                         f"({ranks} ranks, {profile.links.devices_per_node} devices a node), not {ranks_per_node!r}")
-    available = _algorithms(op, profile, nbytes, spans_nodes=ranks > per_node)
-    if algorithm is not None:
-        if algorithm not in available:
-            raise ValueError(f"{algorithm!r} cannot run {op} on {profile.name} over {ranks} ranks; "
-                             f"available: {', '.join(available)}")
-        available = (algorithm,)
-    return min(_algorithm_seconds(op, nbytes, ranks, profile, name, per_node) for name in available)
-
-
-def collective_bound(op: str, nbytes: float, ranks: int, seconds: float, profile: Profile) -> tuple[str, float]:
-    """What held a collective of `seconds` (consecutive ranks, the fastest algorithm): "latency" where its
-    steps' fixed costs took most of it, else "link"; and the share of its links' datasheet rate that its
-    traffic per rank reached (a ring's bus traffic, a tree's 2, in-switch reduction's 1; across nodes
-    the node's NICs, an all_to_all's own NIC: Note [Collectives across nodes])."""
-    if ranks <= 1 or seconds <= 0:
-        return "latency", 0.0
-    per_node = min(ranks, profile.links.devices_per_node)
-    available = _algorithms(op, profile, nbytes, spans_nodes=ranks > per_node)
-    algorithm = min(available, key=lambda name: _algorithm_seconds(op, nbytes, ranks, profile, name, per_node))
-    traffic, rate = {"switch": 1.0, "tree": 2.0}.get(algorithm, bus_bandwidth_factor(op, ranks)), _link_rate(
-        profile, per_node)
-    if ranks > per_node:
-        network = profile.links.network_bytes_per_s
-        if op == "all_to_all":
-            traffic, rate = (ranks - per_node) / ranks, network
-        else:
-            rate = min(rate, per_node * network)
-    bound = "latency" if collective_seconds(op, 0.0, ranks, profile) > seconds / 2 else "link"
-    return bound, traffic * nbytes / seconds / rate
-
-
-def _algorithms(op: str, profile: Profile, nbytes: float, spans_nodes: bool) -> tuple[str, ...]:
-    if op != "all_reduce":
-        return ("ring",)
-    if spans_nodes:  # NCCL's tree is a tree of nodes: within one node it chains the GPUs
-        return ("ring", "tree")
-    if profile.links.switch_reduction and nbytes >= SWITCH_MIN_BYTES:
-        return ("ring", "switch")
-    return ("ring",)
-
-
-def _algorithm_seconds(op: str, nbytes: float, ranks: int, profile: Profile, algorithm: str,
-                       ranks_per_node: int) -> float:
-    links, params = profile.links, profile.collectives
-    rate = _link_rate(profile, ranks_per_node)
-    if algorithm == "switch":
-        return params.switch_setup_s + nbytes / (rate * params.switch_fraction)
-    if algorithm == "tree":
-        steps, traffic = 2 * math.ceil(math.log2(ranks)), 2.0
-    else:
-        steps, traffic = _ring_steps(op, ranks), bus_bandwidth_factor(op, ranks)
-    extra_latency = 0.0
-    if ranks > ranks_per_node:  # Note [Collectives across nodes]
-        extra_latency, network = links.network_latency_s, links.network_bytes_per_s
-        if op == "all_to_all":  # what a rank sends to other nodes leaves through its own NIC (as bytes at rate)
-            traffic = max((ranks_per_node - 1) / ranks, (ranks - ranks_per_node) / ranks * rate / network)
-        else:  # the group's rings leave each node through the NICs of all its ranks there
-            rate = min(rate, ranks_per_node * network)
-    protocols = ((params.simple_step_s, params.simple_fraction),
-                 (params.low_latency_step_s, params.low_latency_fraction))
-    return min(steps * (alpha + extra_latency) + traffic * nbytes / (rate * fraction) for alpha, fraction in protocols)
-
-
-def _ring_steps(op: str, ranks: int) -> int:
-    return 2 * (ranks - 1) if op == "all_reduce" else ranks - 1

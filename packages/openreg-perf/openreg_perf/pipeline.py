@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
-from .model import collective_seconds, copy_seconds
+from .collectives import collective_seconds
+from .model import copy_seconds
 from .profile import Profile, load_profile
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")

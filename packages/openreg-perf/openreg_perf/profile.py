@@ -164,6 +164,7 @@ class Efficiency:
     copy_fraction: float  # fraction of a link's rate a large copy sustains
     conv_clock_gain: float  # a power-limited chip's clock in a convolution over its sustained clock (model.py's
     #                         Note [Sustained clock]), up to the boost clock
+    softmax_element_cycles: float  # a softmax's cycles per element on a compute unit (Note [A softmax's pace])
     conv_unaligned_fraction: float  # a matrix-unit convolution whose channels cuDNN pads: its fraction of the
     #                                 peak, every pass (model.py's Note [Unaligned channels])
 

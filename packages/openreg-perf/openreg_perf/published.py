@@ -55,8 +55,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from .collectives import bus_bandwidth_factor, collective_seconds
 from .costs import Cost, OpCall, cost_of
-from .model import bus_bandwidth_factor, collective_seconds, copy_seconds, kernel_seconds, roofline_seconds
+from .model import copy_seconds, kernel_seconds, roofline_seconds
 from .profile import Collectives, Efficiency, Profile, list_profiles, load_profile
 
 LAUNCH_BOUND_SECONDS = 20e-6

@@ -28,7 +28,7 @@ class KernelRecord:
     flops: float
     bytes: float  # to and from device memory (less what L2 serves: model.memory_bytes)
     seconds: float  # predicted
-    bound: str  # compute, memory or latency; a collective's link or latency (model.collective_bound)
+    bound: str  # compute, memory or latency; a collective's link or latency (collectives.collective_bound)
     achieved_fraction: float  # of the peak that bounds it
     category: str  # compute, collective, copy, memset
     device: int

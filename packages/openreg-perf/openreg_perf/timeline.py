@@ -66,11 +66,10 @@ import math
 from dataclasses import dataclass, field
 
 from .capture import HostWait, Trace, Work
+from .collectives import collective_bound, collective_seconds
 from .costs import Cost, cost_of, message_bytes
 from .model import (
     MATRIX_KINDS,
-    collective_bound,
-    collective_seconds,
     copy_rate,
     copy_seconds,
     kernel_seconds,

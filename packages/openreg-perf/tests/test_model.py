@@ -13,11 +13,9 @@ from pathlib import Path
 import openreg_perf
 import pytest
 from openreg_perf import fit, published
+from openreg_perf.collectives import SWITCH_MIN_BYTES, bus_bandwidth_factor, collective_seconds
 from openreg_perf.costs import OpCall, cost_of
 from openreg_perf.model import (
-    SWITCH_MIN_BYTES,
-    bus_bandwidth_factor,
-    collective_seconds,
     copy_seconds,
     kernel_seconds,
     matrix_kernel,
@@ -362,6 +360,23 @@ def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_th
     gemm_seconds = kernel_seconds(gemm, None, capped(0.25, 1.0)).seconds
     assert kernel_seconds(gemm, None, capped(0.25, 2.0)).seconds == gemm_seconds
     assert kernel_seconds(conv, None, capped(0.5, 3.0)).seconds == kernel_seconds(conv, None, H100).seconds
+
+
+def test_a_softmax_takes_at_least_its_cycles_per_element():
+    """Note [A softmax's pace]: a softmax's compute units spend e.softmax_element_cycles on each element,
+    which holds it where its bytes take less."""
+    softmax = cost_of(OpCall("aten::_softmax", [[65536, 1024], [], []], ["c10::BFloat16", "Scalar", "Scalar"],
+                             [None, -1, False]))
+
+    def seconds(cycles: float) -> float:
+        return kernel_seconds(softmax, None, replace(H100, efficiency=replace(H100.efficiency,
+                                                                              softmax_element_cycles=cycles))).seconds
+
+    chip = H100.chip
+    paced = 65536 * 1024 * 4.0 / (chip.compute_units * chip.clock_hz * chip.sustained_fraction)
+    assert seconds(4.0) == pytest.approx(paced, rel=0.02)
+    assert seconds(8.0) == pytest.approx(2 * seconds(4.0), rel=0.02)
+    assert seconds(0.0) == seconds(0.001) < seconds(4.0)  # a pace that fast leaves it to its bytes
 
 
 def _stem(channels: int, dtype: str):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from openreg_perf.model import collective_seconds, copy_seconds
+from openreg_perf.collectives import collective_seconds
+from openreg_perf.model import copy_seconds
 from openreg_perf.pipeline import StageTimes, device_order, play, predict_pipeline
 from openreg_perf.profile import load_profile
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 from openreg_perf.capture import HostWait, Trace, Work
+from openreg_perf.collectives import collective_seconds
 from openreg_perf.costs import OpCall
-from openreg_perf.model import collective_seconds, kernel_seconds
+from openreg_perf.model import kernel_seconds
 from openreg_perf.profile import load_profile
 from openreg_perf.report import kernel_records, region_report
 from openreg_perf.timeline import replay
