@@ -6,7 +6,7 @@
 
 The program runs unchanged on openreg while torch.openreg.record_activity() records it (capture.py);
 every kernel, copy and collective gets a cost (costs/) and a predicted time on the device profile
-(model.py);
+(model.py; collectives.py);
 the program's streams, events and host waits are replayed into a predicted timeline (timeline.py),
 which the report reads (report.py). Profiles are data files (profile.py, profiles/*.toml).
 """

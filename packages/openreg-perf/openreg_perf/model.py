@@ -1,8 +1,9 @@
-"""Predicted seconds of one kernel, copy or collective on a profiled device, and the datasheet roofline.
+"""Predicted seconds of one kernel or copy on a profiled device (a collective's: collectives.py), and the
+datasheet roofline.
 
 The model keeps what a roofline ignores: a kernel floor, the matrix library's choice of tile and split
 (with the wave quantisation of each), achievable fractions of peak per kernel class that grow with
-size, a sustained clock below the boost clock, and alpha-beta collectives per algorithm and protocol.
+size, and a sustained clock below the boost clock.
 Not a scheduler (timeline.py overlaps streams and hosts) and not a fitter (fit.py chooses the efficiencies).
 
 Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* its [collectives]):

@@ -364,19 +364,27 @@ def test_a_power_limited_parts_convolutions_clock_higher_than_its_gemms_up_to_th
 
 def test_a_softmax_takes_at_least_its_cycles_per_element():
     """Note [A softmax's pace]: a softmax's compute units spend e.softmax_element_cycles on each element,
-    which holds it where its bytes take less."""
+    at the sustained clock, which holds it where its bytes take less; other row-wise kernels are not paced."""
     softmax = cost_of(OpCall("aten::_softmax", [[65536, 1024], [], []], ["c10::BFloat16", "Scalar", "Scalar"],
                              [None, -1, False]))
 
-    def seconds(cycles: float) -> float:
-        return kernel_seconds(softmax, None, replace(H100, efficiency=replace(H100.efficiency,
-                                                                              softmax_element_cycles=cycles))).seconds
+    def seconds(cost, cycles: float, clock_share: float = 1.0) -> float:
+        chip = replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz * clock_share)
+        efficiency = replace(H100.efficiency, softmax_element_cycles=cycles)
+        return kernel_seconds(cost, None, replace(H100, chip=chip, efficiency=efficiency)).seconds
 
-    chip = H100.chip
-    paced = 65536 * 1024 * 4.0 / (chip.compute_units * chip.clock_hz * chip.sustained_fraction)
-    assert seconds(4.0) == pytest.approx(paced, rel=0.02)
-    assert seconds(8.0) == pytest.approx(2 * seconds(4.0), rel=0.02)
-    assert seconds(0.0) == seconds(0.001) < seconds(4.0)  # a pace that fast leaves it to its bytes
+    paced = 65536 * 1024 * 4.0 / (H100.chip.compute_units * H100.chip.clock_hz)
+    assert seconds(softmax, 4.0) == pytest.approx(paced, rel=0.02)
+    assert seconds(softmax, 8.0) == pytest.approx(2 * paced, rel=0.02)
+    assert seconds(softmax, 4.0, clock_share=0.5) == pytest.approx(2 * paced, rel=0.02)
+    assert seconds(softmax, 0.0) == seconds(softmax, 0.001) < seconds(softmax, 4.0)  # its bytes decide
+    backward = cost_of(OpCall("aten::_softmax_backward_data", [[65536, 1024]] * 2 + [[], []],
+                              ["c10::BFloat16"] * 2 + ["Scalar", "Scalar"], [None, None, -1, 15]))
+    layer_norm = cost_of(OpCall("aten::native_layer_norm", [[65536, 1024], [1024], [1024], [1024], []],
+                                ["c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar"],
+                                [None, [1024], None, None, 1e-5]))
+    for cost in (backward, layer_norm):
+        assert seconds(cost, 0.0) == seconds(cost, 8.0)
 
 
 def _stem(channels: int, dtype: str):
