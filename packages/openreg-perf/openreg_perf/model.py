@@ -418,7 +418,7 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
     seconds = work / (peak.vector_flops_per_s * profile.chip.sustained_fraction * profile.efficiency.vector_fraction)
     if cost.role == "softmax":  # Note [A softmax's pace]: one exponential per element
         cycles = cost.transcendentals * profile.efficiency.softmax_element_cycles / profile.chip.compute_units
-        seconds = max(seconds, cycles / (profile.chip.clock_hz * profile.chip.sustained_fraction))
+        seconds = max(seconds, cycles / profile.chip.sustained_clock_hz)
     return seconds
 
 
