@@ -37,7 +37,8 @@ HARNESS_PARAMETERS = ("eager_call_s", "eager_matmul_call_s", "compiled_call_s", 
                       "neusight_vector_share", "neusight_rows_share", "neusight_matrix_share")
 LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_fraction", "gemm_8bit_fraction",
                     "conv_forward_factor", "conv_winograd_factor", "conv_matrix_forward_factor", "conv_tf32_factor",
-                    "conv_weight_grad_factor", "conv_weight_grad_winograd_factor", "vector_fraction",
+                    "conv_weight_grad_factor", "conv_weight_grad_winograd_factor", "attention_forward_factor",
+                    "attention_backward_factor", "vector_fraction",
                     "elementwise_memory_fraction", "reduction_memory_fraction", "norm_memory_fraction",
                     "softmax_memory_fraction", "copy_fraction", "simple_fraction", "matrix_setup_s")
 # A power-limited chip does not fit these: it takes others' and fits conv_clock_gain.
@@ -75,6 +76,8 @@ PARAMETERS = {
     "conv_weight_grad_winograd_factor": (1.0, 0.05, 8.0),  # above 1: Winograd multiplies less
     "conv_clock_gain": (1.0, 1.0, 3.0),  # 1: a power-limited chip's convolutions clock as its SGEMMs
     "conv_unaligned_fraction": (0.15, 0.01, 1.0),
+    "attention_forward_factor": (0.6, 0.05, 4.0),
+    "attention_backward_factor": (0.5, 0.05, 4.0),
     "softmax_element_cycles": (0.3, 0.001, 10.0),
     "matrix_half_depth": (32.0, 1.0, 1e4),
     "matrix_unit_half_depth": (32.0, 1.0, 1e4),
@@ -319,6 +322,7 @@ _PROVENANCE = {"gemm_fp32": ("gemm_fp32_fraction", "gemm_fp32"), "gemm_tf32": ("
                "gemm_16bit": ("gemm_16bit_fraction", "gemm_tensor"),
                "reduction": ("reduction_memory_fraction", "elementwise"),
                "gemm_8bit": ("gemm_8bit_fraction", "gemm_tensor"), "conv": ("conv_forward_factor", "conv"),
+               "attention": ("attention_forward_factor", "attention"),
                "elementwise": ("elementwise_memory_fraction", "elementwise"),
                "norm": ("norm_memory_fraction", "norm"), "copies": ("copy_fraction", "links"),
                "collectives": ("simple_fraction", "collectives")}

@@ -14,7 +14,8 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   sustained every compute peak times chip.sustained_clock_hz / chip.clock_hz, an FP32 convolution's up
             to e.conv_clock_gain times more (Note [Sustained clock])
   matrix    the fastest candidate of Note [How a matrix kernel is chosen], plus a convolution's layout
-            conversions (Note [Layout conversions]); over padded channels at e.conv_unaligned_fraction
+            conversions (Note [Layout conversions]); over padded channels at e.conv_unaligned_fraction;
+            a fused attention's compute adds its exponentials at peak[special] (Note [Attention's exponentials])
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction),
             a softmax's at least e.softmax_element_cycles per element (Note [A softmax's pace])
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
@@ -129,6 +130,19 @@ at least elements * e.softmax_element_cycles / (compute units * sustained clock)
 value fitted to every device's rows (0.45 cycles). The H100's and H200's softmaxes held out went from
 28 and 21 % to 18 and 12 %: the memory fraction no longer has to take in the 16-bit rows.
 
+Note [Attention's exponentials]
+A fused attention (FlashAttention's kernels, which scaled_dot_product_attention runs on NVIDIA's chips)
+computes one exponential per query-key score beside its products (two in the forward; five in the
+backward, which recomputes the probabilities and so the exponentials), on the special-function units (16
+results per SM per clock), which FlashAttention-2 does not overlap with the matrix units' work. With a
+head dimension of 64 an H100 takes as long for a score's exponential as for its 256 FLOPs of products,
+at their peaks. The model adds transcendentals / (peak[special] * sustained fraction) to the matrix
+model's compute time, whose level is the precision's GEMM level times e.attention_forward_factor or
+e.attention_backward_factor, fitted to the H100's and the H200's attention rows (1.09 and 0.67: the
+products run at the GEMMs' rate, the backward's atomics and recomputation at two thirds of it). Held
+out, one Hopper chip predicted from the other's rows, the 12 rows of 2,048 and 8,192 positions come
+within 8.9 % (bias -2.5 %), where the products alone at fitted factors gave 11.7 %.
+
 Note [Rows read again]
 A row too long to keep on chip is read more than once (softmax: for its maximum, the sum of its
 exponentials, the result; Cost.reread_bytes is what the later passes read). Each block reads its row
@@ -234,7 +248,8 @@ def kernel_seconds(cost: Cost, dtype: str | None, profile: Profile) -> Predictio
     if cost.matrix is not None and cost.kind in MATRIX_KINDS:
         chosen = matrix_kernel(cost, dtype, profile)
         around = chosen.reduction_seconds + layout_conversion_seconds(cost, dtype, profile)
-        compute, memory, fixed = chosen.compute_seconds + around, chosen.memory_seconds + around, chosen.fixed_seconds
+        compute = chosen.compute_seconds + around + _attention_exponential_seconds(cost, profile)
+        memory, fixed = chosen.memory_seconds + around, chosen.fixed_seconds
     else:
         compute, fixed = _vector_seconds(cost, profile), 0.0
         memory = max(_memory_seconds(nbytes, profile, _memory_fraction(cost, profile), _row_occupancy(cost, profile)),
@@ -420,6 +435,13 @@ def _vector_seconds(cost: Cost, profile: Profile) -> float:
         cycles = cost.transcendentals * profile.efficiency.softmax_element_cycles / profile.chip.compute_units
         seconds = max(seconds, cycles / profile.chip.sustained_clock_hz)
     return seconds
+
+
+def _attention_exponential_seconds(cost: Cost, profile: Profile) -> float:
+    """Note [Attention's exponentials]: the special-function units' time for a fused attention's scores."""
+    if cost.kind != "attention":
+        return 0.0
+    return cost.transcendentals / (profile.peak.special_functions_per_s * profile.chip.sustained_fraction)
 
 
 def _memory_fraction(cost: Cost, profile: Profile) -> float:

@@ -69,7 +69,8 @@ HOST_LENGTHENED = 1.1  # a row back to back this much slower than with the host 
 DEVICE_ALONE = ", host ahead"  # gpu_calibration.py's config suffix of a row timed with the host ahead of the device
 NVBANDWIDTH_BYTES = 512 * 2**20  # nvbandwidth's default buffer size
 # The classes of the accuracy tables (perf_model.py), and which profile provenance entry each informs.
-ERROR_CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "elementwise", "norm", "collectives", "links", "launch")
+ERROR_CLASSES = ("gemm_fp32", "gemm_tensor", "conv", "attention", "elementwise", "norm", "collectives", "links",
+                 "launch")
 _UNITS = {"ms": 1e-3, "us": 1e-6, "TFLOP/s": 1e12, "G elements/s": 1e9, "GB/s": 1e9}
 _DTYPES = {"FP16": "c10::Half", "BF16": "c10::BFloat16", "FP8 e4m3": "c10::Float8_e4m3fn", "FP32": "float"}
 F32 = "float"
@@ -213,7 +214,7 @@ def priced_case(label: str, device: str, harness: str | None, published: float, 
 def _kernel_class(cost: Cost, dtype: str | None = None) -> str:
     if cost.kind == "matmul":  # TF32 products run on the matrix units, as 16- and 8-bit ones do
         return "gemm_fp32" if cost.precision in ("fp32", "fp64") and dtype != "tf32" else "gemm_tensor"
-    if cost.kind in ("conv", "norm"):
+    if cost.kind in ("conv", "attention", "norm"):
         return cost.kind
     return "elementwise"
 
@@ -353,6 +354,8 @@ def _measured_cost(row: dict) -> tuple[Cost, str | None] | None:
         # gpu_calibration.py's CONVOLUTION_PRECISIONS: BF16 channels-last, FP32 and TF32 contiguous
         return (_measured_convolution(row["config"], dtype, gradients, channels_last=row["precision"] == "BF16"),
                 "tf32" if row["precision"] == "TF32" else None)
+    if row["workload"] in _ATTENTION_BACKWARD:
+        return _measured_attention(row["config"], dtype, _ATTENTION_BACKWARD[row["workload"]]), None
     elements = re.match(r"(\d+) elements", row["config"])
     if elements is None:
         return None
@@ -391,6 +394,29 @@ def _measured_convolution(config: str, dtype: str, gradients: tuple[bool, bool] 
                               [None, None, None, None] + geometry + [[*gradients, False]],
                               channels_last=channels_last))
     return forward, backward
+
+
+# gpu_calibration.py's attention workloads -> whether the backward pass follows the forward
+_ATTENTION_BACKWARD = {"scaled_dot_product_attention forward": False,
+                       "scaled_dot_product_attention forward + backward": True}
+
+
+def _measured_attention(config: str, dtype: str, backward: bool) -> tuple[Cost, ...]:
+    """gpu_calibration.py's F.scaled_dot_product_attention(q, k, v, is_causal) of "B=8 H=16 S=512 D=64
+    causal=False" tensors, then (backward) torch.autograd.grad of its output: FlashAttention's forward
+    kernel, then its backward, which also reads the output and the FP32 log-sum-exp of each query row."""
+    b, h, s, d, causal = re.match(r"B=(\d+) H=(\d+) S=(\d+) D=(\d+) causal=(True|False)", config).groups()
+    qkv, causal = [int(b), int(h), int(s), int(d)], causal == "True"
+    forward = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", [qkv] * 3 + [[], []],
+                             [dtype] * 3 + ["Scalar", "Scalar"], [None] * 3 + [0.0, causal]))
+    if not backward:
+        return (forward,)
+    logsumexp = [int(b), int(h), int(s)]
+    backward_call = OpCall("aten::_scaled_dot_product_flash_attention_backward",
+                           [qkv] * 5 + [logsumexp] + [[]] * 8, [dtype] * 5 + [F32, "", "", "Scalar", "Scalar",
+                                                                           "Scalar", "Scalar", "", ""],
+                           [None] * 8 + [int(s), int(s), 0.0, causal, None, None])
+    return forward, cost_of(backward_call)
 
 
 # ----------------------------------------------------------------------------- NeuSight's kernel rows

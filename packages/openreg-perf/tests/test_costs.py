@@ -245,6 +245,7 @@ def test_flash_attention_causal_forward():
                   [F32, F32, F32, "Scalar", "Scalar", "", ""], [None, None, None, 0.0, True, None, None])
     pairs = 16 * 17 // 2  # causal: query i sees keys 0..i
     check(result, 2 * 8 * pairs * (8 + 8), 3 * QKV_BYTES, QKV_BYTES + 8 * 16 * 4, "attention")
+    assert result.transcendentals == 8 * pairs  # one exponential per score of each of the 8 heads
 
 
 def test_flash_attention_backward_is_two_and_a_half_forwards():
@@ -254,6 +255,7 @@ def test_flash_attention_backward_is_two_and_a_half_forwards():
                   [None, None, None, None, None, None, 0.0, True, None, None])
     pairs = 16 * 17 // 2
     check(result, 2.5 * 2 * 8 * pairs * 16, 5 * QKV_BYTES + 8 * 16 * 4, 3 * QKV_BYTES, "attention")
+    assert result.transcendentals == 8 * pairs  # the backward recomputes the probabilities
 
 
 def test_efficient_attention_not_causal_with_longer_keys():

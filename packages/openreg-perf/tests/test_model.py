@@ -17,6 +17,7 @@ from openreg_perf.collectives import SWITCH_MIN_BYTES, bus_bandwidth_factor, col
 from openreg_perf.costs import OpCall, cost_of
 from openreg_perf.model import (
     copy_seconds,
+    error_class,
     kernel_seconds,
     matrix_kernel,
     roofline_seconds,
@@ -311,6 +312,23 @@ def test_softmax_backward_and_batch_norm_pay_no_time_per_row():
     for cost in (backward, batch_norm):
         assert kernel_seconds(cost, None, H100).seconds == kernel_seconds(cost, None, without).seconds
     assert kernel_seconds(backward, None, other_softmax).seconds == kernel_seconds(backward, None, H100).seconds
+
+
+def test_attention_adds_its_exponentials_at_the_special_function_rate():
+    """Note [Attention's exponentials]: a fused attention's compute time is its products' (the matrix model at
+    the attention factor) plus one exponential per score on the special-function units, at the sustained clock;
+    a product with the same FLOPs pays no such time."""
+    qkv = [1, 32, 8192, 128]
+    forward = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", [qkv] * 3 + [[], []],
+                             [BF16] * 3 + ["Scalar", "Scalar"], [None] * 3 + [0.0, True]))
+    assert forward.transcendentals == 32 * 8192 * 8193 // 2
+    without = replace(forward, transcendentals=0.0)
+    power_limited = replace(H100, chip=replace(H100.chip, sustained_clock_hz=H100.chip.clock_hz / 2))
+    for profile in (H100, power_limited):
+        added = kernel_seconds(forward, None, profile).seconds - kernel_seconds(without, None, profile).seconds
+        sfu_rate = profile.peak.special_functions_per_s * profile.chip.sustained_clock_hz / profile.chip.clock_hz
+        assert added == pytest.approx(forward.transcendentals / sfu_rate, rel=1e-9)
+    assert error_class(forward) == "attention"
 
 
 def test_a_long_rows_later_passes_come_from_l2_where_the_rows_in_flight_fit():
@@ -794,6 +812,26 @@ def test_neusight_rows_add_a_share_of_their_rigs_floor_to_the_kernel():
         predicted = fit.predicted_seconds(large, {**parameters, "neusight_vector_share": share})
         assert predicted == pytest.approx(max(3e-5, share * 3e-5 + kernel))
     assert fit.predicted_seconds(small, {**parameters, "neusight_vector_share": 0.5}) >= 3e-5
+
+
+def test_measured_attention_rows_are_the_flash_kernels_of_their_shape():
+    """gpu_calibration.py's attention rows: the forward alone is FlashAttention's forward kernel; forward +
+    backward adds its backward (two and a half forwards' FLOPs); both are the attention class, and the
+    smallest shape of each workload (at its rig's floor) measures the host."""
+    def row(workload, config, value):
+        return {"workload": workload, "config": config, "precision": "BF16", "hardware": "NVIDIA H200 (132 SMs)",
+                "metric": "device time", "value": str(value), "unit": "us"}
+    forward, both = "scaled_dot_product_attention forward", "scaled_dot_product_attention forward + backward"
+    small, large = "B=8 H=16 S=512 D=64 causal=False", "B=1 H=32 S=8192 D=128 causal=True"
+    rows = [row(forward, small, 34), row(both, small, 159), row(forward, large, 915), row(both, large, 3553)]
+    small_forward, small_both, large_forward, large_both = published.measured_cases(rows)
+    assert small_forward.host_bound and small_both.host_bound
+    assert large_forward.fitted and large_forward.error_class == large_both.error_class == "attention"
+    costs = published._measured_attention("B=1 H=32 S=8192 D=128 causal=True", BF16, backward=True)
+    pairs = 32 * 8192 * 8193 // 2
+    assert [cost.flops for cost in costs] == [2 * pairs * 256, 2.5 * 2 * pairs * 256]
+    assert [cost.role for cost in costs] == ["forward", "backward"]
+    assert large_both.predict(H100) == pytest.approx(sum(kernel_seconds(cost, None, H100).seconds for cost in costs))
 
 
 def test_a_graph_replay_row_is_priced_at_the_graph_floor():

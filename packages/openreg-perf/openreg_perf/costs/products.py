@@ -301,7 +301,10 @@ def _attention(name: str, args: _Args) -> Cost:
         read = _bytes(args.tensors())
         written = out.nbytes + logsumexp_bytes
     matrix = MatrixShape(heads, length, value_depth, flops / (2 * heads * length * value_depth))
-    return _cost("attention", flops, read, written, query, matrix, role="backward" if backward else "forward")
+    # One exponential per score, in the forward and again in the backward, which recomputes the
+    # probabilities (model.py's Note [Attention's exponentials]).
+    return _cost("attention", flops, read, written, query, matrix, transcendentals=heads * pairs,
+                 role="backward" if backward else "forward")
 
 
 def _attended_pairs(length: int, source_length: int, causal: bool) -> int:
