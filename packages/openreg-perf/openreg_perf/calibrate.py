@@ -217,6 +217,7 @@ elementwise_memory_fraction = 1.0
 reduction_memory_fraction = 1.0
 norm_memory_fraction = 1.0
 softmax_memory_fraction = 1.0
+optimizer_memory_fraction = 1.0
 memory_half_bytes = {figures['memory_half_bytes']:.4g}  # measured: the same two add_ sizes
 row_half_rows_per_unit = 0.0  # the simulator runs a row-wise kernel as any other: no occupancy to reach
 norm_row_s = 0.0  # the simulator runs a row-wise kernel as any other: nor a time per row

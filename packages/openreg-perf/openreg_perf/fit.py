@@ -40,7 +40,8 @@ LEVEL_PARAMETERS = ("gemm_fp32_fraction", "gemm_tf32_fraction", "gemm_16bit_frac
                     "conv_weight_grad_factor", "conv_weight_grad_winograd_factor", "attention_forward_factor",
                     "attention_backward_factor", "vector_fraction",
                     "elementwise_memory_fraction", "reduction_memory_fraction", "norm_memory_fraction",
-                    "softmax_memory_fraction", "copy_fraction", "simple_fraction", "matrix_setup_s")
+                    "softmax_memory_fraction", "optimizer_memory_fraction", "copy_fraction", "simple_fraction",
+                    "matrix_setup_s")
 # A power-limited chip does not fit these: it takes others' and fits conv_clock_gain.
 TIED_LEVELS = ("conv_forward_factor", "conv_winograd_factor")
 
@@ -89,6 +90,7 @@ PARAMETERS = {
     "reduction_memory_fraction": (0.8, 0.05, 1.0),
     "norm_memory_fraction": (0.8, 0.05, 1.0),
     "softmax_memory_fraction": (0.8, 0.05, 1.0),
+    "optimizer_memory_fraction": (0.8, 0.05, 1.0),
     "memory_half_bytes": (1e6, 1.0, 1e9),
     "row_half_rows_per_unit": (4.0, 0.01, 1e3),
     "norm_row_s": (1e-7, 1e-10, 1e-5),

@@ -19,7 +19,7 @@ Note [The equations] (all rates from the profile; e.* is its [efficiency], c.* i
   other     t_compute = (flops + transcendentals * peak[vector] / peak[special]) / (peak[vector] * e.vector_fraction),
             a softmax's at least e.softmax_element_cycles per element (Note [A softmax's pace])
   memory    t_memory = (bytes / occupancy + e.memory_half_bytes) / (bandwidth * e.<class>_memory_fraction)
-            (class: elementwise, reduction, norm or softmax, from the cost's kind; occupancy 1 but for
+            (class: elementwise, reduction, norm, softmax or optimizer, from the cost's kind; occupancy 1 but for
             row-wise kernels, Note [Row-wise kernels]; bytes to and from memory, less a long row's later
             passes that L2 serves, Note [Rows read again]); a reduction adds e.reduction_fixed_s, and
             e.reduction_global_s where its blocks share an output (Note [Reductions]); a layer or RMS norm
@@ -143,6 +143,16 @@ products run at the GEMMs' rate, the backward's atomics and recomputation at two
 out, one Hopper chip predicted from the other's rows, the 12 rows of 2,048 and 8,192 positions come
 within 8.9 % (bias -2.5 %), where the products alone at fitted factors gave 11.7 %.
 
+Note [Optimizer steps]
+An optimizer step on CUDA is multi_tensor_apply's kernels (fused Adam, the _foreach_ operators): each
+thread streams the same chunk of several lists at once (Adam: parameter, gradient and both moments read,
+three written) from a table of tensor addresses the launch carries. They reach less of the bandwidth than
+a plain elementwise kernel: the fused AdamW step over 8 x 4096 x 4096 FP32 parameters (3.8 GB) takes
+1.48 ms on the H100 and 1.13 ms on the H200, 76 and 70 % of their datasheet bandwidth, where a long add
+reaches 90 and 87 %. Such kernels stream at e.optimizer_memory_fraction, a level fitted per device to
+those rows (tools/bench/measured). Held out, one chip from the other's fraction, the two fused steps
+come within 8 %; the _foreach_ step's kernels (the same memory, several passes) take it too.
+
 Note [Rows read again]
 A row too long to keep on chip is read more than once (softmax: for its maximum, the sum of its
 exponentials, the result; Cost.reread_bytes is what the later passes read). Each block reads its row
@@ -193,7 +203,8 @@ NO_FP32_WINOGRAD = ("ampere", "ada", "hopper", "blackwell")
 CHANNEL_ALIGNMENT_BYTES = 16  # Note [Unaligned channels]; below, an element's bytes on the matrix units
 MATRIX_ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 # Which memory fraction a kernel of each kind streams at.
-MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction"}
+MEMORY_CLASS = {"reduction": "reduction_memory_fraction", "norm": "norm_memory_fraction",
+                "optimizer": "optimizer_memory_fraction"}  # Note [Optimizer steps]
 
 
 @dataclass(frozen=True)

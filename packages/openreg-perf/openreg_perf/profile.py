@@ -155,6 +155,7 @@ class Efficiency:
     reduction_memory_fraction: float  # ... a long reduction
     norm_memory_fraction: float  # ... the norms (layer, RMS, batch, group)
     softmax_memory_fraction: float  # ... softmax
+    optimizer_memory_fraction: float  # ... an optimizer's multi-tensor kernels (model.py's Note [Optimizer steps])
     memory_half_bytes: float  # bytes at which a streaming kernel reaches half of its fraction
     row_half_rows_per_unit: float  # rows per compute unit at which a row-wise kernel reaches half of its fraction
     norm_row_s: float  # a layer or RMS norm's fixed time per row on one compute unit (model.py's Note [Rows of a norm])

@@ -331,6 +331,27 @@ def test_attention_adds_its_exponentials_at_the_special_function_rate():
     assert error_class(forward) == "attention"
 
 
+def test_an_optimizer_step_streams_at_its_own_fraction_and_a_lone_row_has_no_floor():
+    """Note [Optimizer steps]: a fused AdamW step (and a _foreach_ kernel) streams at e.optimizer_memory_fraction,
+    an add at the elementwise fraction; gpu_calibration.py's one fused AdamW row is the device's (a workload of
+    one row has no rig's floor to be near), its foreach twin is not priced."""
+    step = published._measured_fused_adamw("8 x 4096 x 4096 FP32 parameters, fused")
+    assert step.kind == "optimizer" and step.bytes == 8 * 4096 * 4096 * 4 * 7  # 4 lists read, 3 written
+    halved = replace(H100, efficiency=replace(H100.efficiency,
+                                              optimizer_memory_fraction=H100.efficiency.optimizer_memory_fraction / 2))
+    work = [kernel_seconds(step, None, profile).seconds - H100.chip.graph_floor_s for profile in (H100, halved)]
+    assert work[1] == pytest.approx(2 * work[0], rel=0.01)
+    foreach = cost_of(OpCall("aten::_foreach_add_", [[[4096, 4096]] * 8, [[4096, 4096]] * 8, []],
+                             ["TensorList", "TensorList", "Scalar"], [None, None, 1]))
+    assert kernel_seconds(foreach, None, halved).seconds > 1.9 * kernel_seconds(foreach, None, H100).seconds - 1e-5
+    assert kernel_seconds(add(1 << 28), None, halved).seconds == kernel_seconds(add(1 << 28), None, H100).seconds
+    rows = [{"workload": "AdamW step", "config": f"8 x 4096 x 4096 FP32 parameters, {kind}", "precision": "FP32",
+             "hardware": "NVIDIA H200 (132 SMs)", "metric": "device time", "value": value, "unit": "us"}
+            for kind, value in (("fused", "1129"), ("foreach", "3096"))]
+    (fused,) = published.measured_cases(rows)
+    assert fused.fitted and fused.error_class == "elementwise" and fused.floor_seconds == 0.0
+
+
 def test_a_long_rows_later_passes_come_from_l2_where_the_rows_in_flight_fit():
     """Note [Rows read again]: softmax over rows of 64 KiB reads each row three times; with the rows in flight in
     L2 (an H100's 50 MB) only the first read and the write reach memory, in a 1 MB L2 all four do."""
