@@ -360,14 +360,23 @@ def print_prediction_cost() -> None:
         previous = found[name]
 
 
+TARGET_7B_HOST_SECONDS = 5.0
+
+
 def print_timing_only_7b() -> None:
     found = _run_scenario("llama7b_timing_only.py")
     gb = 1e9
     print()
     print(f"Llama 2 7B ({found['parameters'] / 1e9:.2f} B parameters, bf16), forward and backward of 2048 tokens, "
           "predicted on h100-sxm without executing")
-    print(f"  host: {found['host_seconds']:.1f} s for the program ({found['region_host_seconds']:.2f} s for the "
-          f"region), peak host memory {found['host_peak_bytes'] / 2**30:.2f} GiB")
+    # The target is the prediction's: building the model and the region, not importing torch and transformers,
+    # which the program pays however it runs (and which take seconds more on a busy or cold machine).
+    predicting = found["host_seconds"] - found["import_host_seconds"]
+    verdict = "met" if predicting <= TARGET_7B_HOST_SECONDS else "NOT met"
+    print(f"  host: {found['host_seconds']:.1f} s for the program, {found['import_host_seconds']:.1f} s of it "
+          f"importing torch and transformers; the prediction {predicting:.2f} s ({found['region_host_seconds']:.2f} s "
+          f"for the region; target <= {TARGET_7B_HOST_SECONDS:.0f} s: {verdict}), peak host memory "
+          f"{found['host_peak_bytes'] / 2**30:.2f} GiB")
     print(f"  predicted step {_time(found['predicted_seconds'])} (device busy {_time(found['device_busy_seconds'])}), "
           f"{found['flops'] / 1e12:.0f} TFLOP, hardware FLOP utilisation {found['hardware_flop_utilisation']:.1%}")
     print(f"  peak device memory {found['peak_device_bytes'] / gb:.1f} GB of {found['capacity_bytes'] / gb:.1f} GB "
