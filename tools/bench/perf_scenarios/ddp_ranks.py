@@ -2,7 +2,8 @@
 rank, 25 MB buckets) over occl on loopback, predicted on h100-sxm, then again at 1, 2, 8 and 64 ranks
 (Run.predicted_again). Rank 0 prints JSON: per rank count the step, compute, all-reduce and exposed
 all-reduce times with the host as launches alone, and the step with this machine's own host time
-(host="this-machine", not the deterministic default). Usage: ddp_ranks.py RANK STORE_FILE. Run by tools/bench/perf_model.py."""
+(host="this-machine", not the deterministic default). Usage: ddp_ranks.py RANK STORE_FILE. Run by
+tools/bench/perf_model.py."""
 
 import json
 import sys
