@@ -299,8 +299,9 @@ _MEASURED_DTYPES = {"FP32": "float", "BF16": "c10::BFloat16", "FP16": "c10::Half
 def measured_cases(rows: list[dict]) -> list[Case]:
     """Cases of tools/bench/measured's CSVs (gpu_calibration.py on GPUs this project borrowed): matrix
     products in each precision (TF32: FP32 tensors on TF32 units), ResNet-50's convolutions (forward,
-    and forward then the weight's or the input's gradient; BF16 channels-last, FP32 and TF32), and
-    elementwise, reduction, softmax and LayerNorm kernels of N elements. Rows of several runs are
+    and forward then the weight's or the input's gradient; BF16 channels-last, FP32 and TF32), fused
+    attention (forward, and forward then backward), the fused AdamW step, and elementwise, reduction,
+    softmax and LayerNorm kernels of N elements. Rows of several runs are
     averaged, but for those timed with the host ahead of the device (DEVICE_ALONE), which take their
     fastest run. Those and a kernel's "graph replay" are timed without the host; a row back to back
     more than HOST_LENGTHENED times its twin timed with the host ahead, and other rows near their
